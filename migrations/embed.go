@@ -1,0 +1,17 @@
+// Package migrations holds ordertimeout's database migrations in
+// golang-migrate's format: NNNNNN_verb_object.up.sql and .down.sql, numbered
+// 1, 2, 3... Versions 1 to 8 create River's tables (written by
+// sidecar/cmd/genrivermigrations); version 9 creates the ordertimeout schema
+// (written from sql/install.sql by tests/bin/gen-initial-migration). Each file
+// runs as one transaction: never enable multi-statement mode, which splits
+// function bodies.
+package migrations
+
+import "embed"
+
+// FS holds every migration file, for golang-migrate's iofs source:
+//
+//	src, err := iofs.New(migrations.FS, ".")
+//
+//go:embed *.sql
+var FS embed.FS
