@@ -1,0 +1,2495 @@
+-- Migration 000009: create ordertimeout.
+--
+-- Generated from sql/install.sql by tests/bin/gen-initial-migration: the
+-- files it includes, in order, without psql meta-commands. golang-migrate
+-- runs this file as one transaction.
+
+-- ------------------------------------------------------------------
+-- sql/schema.sql
+-- ------------------------------------------------------------------
+
+-- Schema and roles.
+--
+-- Everything of ordertimeout lives in schema ordertimeout. River's tables live
+-- where River puts them by default (public), created by River's own migrations.
+--
+-- Roles are cluster-wide, so they are created only when missing:
+--   ordertimeout_app      may call the order lifecycle API, nothing else;
+--   ordertimeout_sidecar  the API, the sweep, conflict resolution and River's tables;
+--   ordertimeout_admin    everything in the API (stock, points, settings) and
+--                         read access to every ordertimeout table.
+-- None of them may log in; grant them to login roles.
+
+CREATE SCHEMA ordertimeout;
+
+COMMENT ON SCHEMA ordertimeout IS
+    'ordertimeout: cancels unpaid orders on time, exactly once, never a paid one';
+
+DO $roles$
+DECLARE
+    v_role text;
+BEGIN
+    FOREACH v_role IN ARRAY ARRAY['ordertimeout_app', 'ordertimeout_sidecar', 'ordertimeout_admin'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+        END IF;
+    END LOOP;
+END
+$roles$;
+
+-- ------------------------------------------------------------------
+-- sql/settings.sql
+-- ------------------------------------------------------------------
+
+-- Settings: one row, changed with ordertimeout.configure().
+
+CREATE TABLE ordertimeout.settings (
+    singleton       boolean     NOT NULL DEFAULT true,
+    default_timeout interval    NOT NULL DEFAULT interval '30 minutes',
+    grace           interval    NOT NULL DEFAULT interval '60 seconds',
+    paying_window   interval    NOT NULL DEFAULT interval '15 minutes',
+    precheck        text        NOT NULL DEFAULT 'attempted',
+    late_payment    text        NOT NULL DEFAULT 'reinstate',
+    webhooks        boolean     NOT NULL DEFAULT false,
+    remind_before   interval,
+    CONSTRAINT settings_single_row PRIMARY KEY (singleton),
+    CONSTRAINT settings_singleton_is_true CHECK (singleton),
+    CONSTRAINT settings_default_timeout_in_range
+        CHECK (default_timeout > interval '0' AND default_timeout <= interval '30 days'),
+    CONSTRAINT settings_grace_in_range
+        CHECK (grace >= interval '0' AND grace <= interval '1 day'),
+    CONSTRAINT settings_paying_window_in_range
+        CHECK (paying_window > interval '0' AND paying_window <= interval '30 days'),
+    CONSTRAINT settings_precheck_known
+        CHECK (precheck IN ('attempted', 'always', 'never')),
+    CONSTRAINT settings_late_payment_known
+        CHECK (late_payment IN ('reinstate', 'refund', 'manual')),
+    CONSTRAINT settings_remind_before_positive
+        CHECK (remind_before IS NULL OR remind_before > interval '0')
+);
+
+COMMENT ON TABLE ordertimeout.settings IS 'the one row of settings; change it with ordertimeout.configure()';
+COMMENT ON COLUMN ordertimeout.settings.grace IS 'cancel_at = expire_at + grace: lets in-flight payment callbacks land first';
+COMMENT ON COLUMN ordertimeout.settings.precheck IS
+    'which orders are checked with the payment gateway before a timeout cancels them: attempted (a payment was started), always, never';
+COMMENT ON COLUMN ordertimeout.settings.late_payment IS 'how the sidecar resolves a payment confirmed after the cancel';
+
+INSERT INTO ordertimeout.settings DEFAULT VALUES;
+
+-- Sweep state: one row. wake_at is the moment the sleeping sweepers will wake
+-- up on their own; an order whose deadline comes sooner sends a wake-up.
+CREATE TABLE ordertimeout.sweep_state (
+    singleton boolean     NOT NULL DEFAULT true,
+    wake_at   timestamptz NOT NULL DEFAULT '-infinity',
+    CONSTRAINT sweep_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT sweep_state_singleton_is_true CHECK (singleton)
+) WITH (fillfactor = 50);
+
+INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;
+
+-- ------------------------------------------------------------------
+-- sql/stock.sql
+-- ------------------------------------------------------------------
+
+-- Stock per SKU. available + reserved + sold only changes through put_stock.
+
+CREATE TABLE ordertimeout.stock (
+    sku       text   NOT NULL,
+    available bigint NOT NULL DEFAULT 0,
+    reserved  bigint NOT NULL DEFAULT 0,
+    sold      bigint NOT NULL DEFAULT 0,
+    CONSTRAINT stock_pkey PRIMARY KEY (sku),
+    CONSTRAINT stock_sku_length CHECK (char_length(sku) BETWEEN 1 AND 64),
+    CONSTRAINT stock_available_not_negative CHECK (available >= 0),
+    CONSTRAINT stock_reserved_not_negative CHECK (reserved >= 0),
+    CONSTRAINT stock_sold_not_negative CHECK (sold >= 0)
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE ordertimeout.stock IS 'units per SKU: available to order, reserved by live orders, sold to paid orders';
+
+-- ------------------------------------------------------------------
+-- sql/holds.sql
+-- ------------------------------------------------------------------
+
+-- Coupon and points holds: what an order reserved besides stock.
+
+CREATE TABLE ordertimeout.coupon_holds (
+    order_id    text        NOT NULL,
+    coupon_id   text        NOT NULL,
+    held_at     timestamptz NOT NULL,
+    used_at     timestamptz,
+    released_at timestamptz,
+    CONSTRAINT coupon_holds_pkey PRIMARY KEY (order_id),
+    CONSTRAINT coupon_holds_coupon_id_length CHECK (char_length(coupon_id) BETWEEN 1 AND 64),
+    CONSTRAINT coupon_holds_used_or_released CHECK (used_at IS NULL OR released_at IS NULL)
+);
+
+-- A coupon is held by at most one order that has not released it.
+CREATE UNIQUE INDEX coupon_holds_one_live_order
+    ON ordertimeout.coupon_holds (coupon_id)
+    WHERE released_at IS NULL;
+
+COMMENT ON TABLE ordertimeout.coupon_holds IS 'a coupon held by an order: used when it is paid, released when it is cancelled';
+
+CREATE TABLE ordertimeout.points_accounts (
+    account_id text   NOT NULL,
+    balance    bigint NOT NULL DEFAULT 0,
+    held       bigint NOT NULL DEFAULT 0,
+    CONSTRAINT points_accounts_pkey PRIMARY KEY (account_id),
+    CONSTRAINT points_accounts_account_id_length CHECK (char_length(account_id) BETWEEN 1 AND 64),
+    CONSTRAINT points_accounts_balance_not_negative CHECK (balance >= 0),
+    CONSTRAINT points_accounts_held_not_negative CHECK (held >= 0),
+    CONSTRAINT points_accounts_held_within_balance CHECK (held <= balance)
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE ordertimeout.points_accounts IS 'loyalty points (or stored balance) per account; held points are promised to live orders';
+
+CREATE TABLE ordertimeout.points_holds (
+    order_id    text        NOT NULL,
+    account_id  text        NOT NULL,
+    points      bigint      NOT NULL,
+    held_at     timestamptz NOT NULL,
+    used_at     timestamptz,
+    released_at timestamptz,
+    CONSTRAINT points_holds_pkey PRIMARY KEY (order_id),
+    CONSTRAINT points_holds_points_positive CHECK (points > 0),
+    CONSTRAINT points_holds_used_or_released CHECK (used_at IS NULL OR released_at IS NULL)
+);
+
+COMMENT ON TABLE ordertimeout.points_holds IS 'points an order holds: spent when it is paid, released when it is cancelled';
+
+-- ------------------------------------------------------------------
+-- sql/orders.sql
+-- ------------------------------------------------------------------
+
+-- Orders and their items.
+
+CREATE TABLE ordertimeout.orders (
+    order_id          text        NOT NULL,
+    status            text        NOT NULL DEFAULT 'PENDING',
+    created_at        timestamptz NOT NULL,
+    expire_at         timestamptz NOT NULL,
+    cancel_at         timestamptz NOT NULL,
+    paying_until      timestamptz,
+    paid_at           timestamptz,
+    cancelled_at      timestamptz,
+    closed_at         timestamptz,
+    cancel_cause      text,
+    cancel_reason     text,
+    deadline_version  integer     NOT NULL DEFAULT 1,
+    timer_job_id      bigint,
+    check_job_id      bigint,
+    payment_attempted boolean     NOT NULL DEFAULT false,
+    precheck          text,
+    amount            numeric,
+    currency          text,
+    coupon_id         text,
+    points_account    text,
+    points            bigint,
+    request           jsonb       NOT NULL,
+    CONSTRAINT orders_pkey PRIMARY KEY (order_id),
+    CONSTRAINT orders_order_id_length CHECK (char_length(order_id) BETWEEN 1 AND 64),
+    CONSTRAINT orders_status_known
+        CHECK (status IN ('PENDING', 'PAYING', 'PAID', 'CANCELLED', 'CLOSED', 'REFUNDED')),
+    CONSTRAINT orders_cancel_not_before_expire CHECK (cancel_at >= expire_at),
+    CONSTRAINT orders_expire_after_create CHECK (expire_at > created_at),
+    CONSTRAINT orders_not_paid_and_cancelled CHECK (paid_at IS NULL OR cancelled_at IS NULL),
+    CONSTRAINT orders_paid_has_paid_at CHECK (status NOT IN ('PAID', 'REFUNDED') OR paid_at IS NOT NULL),
+    CONSTRAINT orders_cancelled_has_cancelled_at
+        CHECK (status NOT IN ('CANCELLED', 'CLOSED') OR cancelled_at IS NOT NULL),
+    CONSTRAINT orders_paying_has_paying_until CHECK (status <> 'PAYING' OR paying_until IS NOT NULL),
+    CONSTRAINT orders_cancel_cause_known
+        CHECK (cancel_cause IN ('timeout', 'sweep', 'requested', 'admin')),
+    CONSTRAINT orders_precheck_known CHECK (precheck IN ('attempted', 'always', 'never')),
+    CONSTRAINT orders_amount_not_negative CHECK (amount >= 0),
+    CONSTRAINT orders_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
+    CONSTRAINT orders_points_with_account CHECK ((points IS NULL) = (points_account IS NULL))
+) WITH (fillfactor = 80);
+
+COMMENT ON TABLE ordertimeout.orders IS 'one row per order, keyed by the caller''s order id';
+COMMENT ON COLUMN ordertimeout.orders.cancel_at IS 'expire_at + grace: when a timeout may cancel the order';
+COMMENT ON COLUMN ordertimeout.orders.deadline_version IS
+    'bumped on every state or deadline change; a timer row carries the version it was made for and acts only if it still matches (fencing)';
+COMMENT ON COLUMN ordertimeout.orders.timer_job_id IS 'the River job row currently acting as this order''s timer';
+COMMENT ON COLUMN ordertimeout.orders.check_job_id IS
+    'the River job asking the payment gateway before this order is cancelled, when its precheck policy requires one';
+COMMENT ON COLUMN ordertimeout.orders.request IS 'the normalized create_order arguments, compared when the same order id is created again';
+
+-- The live work only: cost does not grow with finished orders. Orders waiting
+-- for a gateway check are left out: their check job acts for them.
+CREATE INDEX orders_pending_cancel_at
+    ON ordertimeout.orders (cancel_at)
+    WHERE status = 'PENDING' AND check_job_id IS NULL;
+
+CREATE INDEX orders_cancelled_at
+    ON ordertimeout.orders (cancelled_at)
+    WHERE status = 'CANCELLED';
+
+CREATE INDEX orders_paying_until
+    ON ordertimeout.orders (paying_until)
+    WHERE status = 'PAYING';
+
+CREATE TABLE ordertimeout.order_items (
+    order_id text    NOT NULL,
+    sku      text    NOT NULL,
+    qty      integer NOT NULL,
+    CONSTRAINT order_items_pkey PRIMARY KEY (order_id, sku),
+    CONSTRAINT order_items_order_exists
+        FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
+    CONSTRAINT order_items_qty_positive CHECK (qty > 0)
+);
+
+COMMENT ON TABLE ordertimeout.order_items IS 'what an order reserved: qty units of each SKU';
+
+-- ------------------------------------------------------------------
+-- sql/payments.sql
+-- ------------------------------------------------------------------
+
+-- Payment attempts and late-payment conflicts.
+
+CREATE TABLE ordertimeout.payments (
+    payment_id   text        NOT NULL,
+    order_id     text        NOT NULL,
+    status       text        NOT NULL,
+    amount       numeric,
+    started_at   timestamptz,
+    confirmed_at timestamptz,
+    failed_at    timestamptz,
+    CONSTRAINT payments_pkey PRIMARY KEY (payment_id),
+    CONSTRAINT payments_order_exists
+        FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
+    CONSTRAINT payments_payment_id_length CHECK (char_length(payment_id) BETWEEN 1 AND 128),
+    CONSTRAINT payments_status_known
+        CHECK (status IN ('started', 'confirmed', 'failed', 'late', 'refunded')),
+    CONSTRAINT payments_amount_not_negative CHECK (amount >= 0)
+);
+
+CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
+
+COMMENT ON TABLE ordertimeout.payments IS
+    'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed after the cancel';
+
+CREATE TABLE ordertimeout.conflicts (
+    conflict_id bigint      GENERATED ALWAYS AS IDENTITY,
+    order_id    text        NOT NULL,
+    payment_id  text        NOT NULL,
+    kind        text        NOT NULL,
+    amount      numeric,
+    detected_at timestamptz NOT NULL,
+    resolution  text,
+    resolved_at timestamptz,
+    resolved_by text,
+    CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
+    CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
+    CONSTRAINT conflicts_order_exists
+        FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
+    CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment')),
+    CONSTRAINT conflicts_resolution_known CHECK (resolution IN ('reinstated', 'refunded', 'manual')),
+    CONSTRAINT conflicts_resolved_together CHECK ((resolution IS NULL) = (resolved_at IS NULL))
+);
+
+CREATE INDEX conflicts_open
+    ON ordertimeout.conflicts (detected_at)
+    WHERE resolution IS NULL;
+
+CREATE INDEX conflicts_order_id ON ordertimeout.conflicts (order_id);
+
+COMMENT ON TABLE ordertimeout.conflicts IS
+    'money that arrived for an order that can no longer take it: paid after the cancel (late_payment) or paid twice (double_payment)';
+
+-- ------------------------------------------------------------------
+-- sql/ledger.sql
+-- ------------------------------------------------------------------
+
+-- The release ledger and the event log: append-mostly, no foreign keys on the
+-- hot path (the functions write them in the same transaction as the order).
+
+CREATE TABLE ordertimeout.releases (
+    order_id     text        NOT NULL,
+    kind         text        NOT NULL,
+    resource_id  text        NOT NULL,
+    qty          bigint      NOT NULL,
+    cause        text        NOT NULL,
+    released_at  timestamptz NOT NULL,
+    reclaimed_at timestamptz,
+    CONSTRAINT releases_once_per_resource PRIMARY KEY (order_id, kind, resource_id),
+    CONSTRAINT releases_kind_known CHECK (kind IN ('stock', 'coupon', 'points')),
+    CONSTRAINT releases_qty_positive CHECK (qty > 0)
+);
+
+COMMENT ON TABLE ordertimeout.releases IS
+    'one row per released reservation; the primary key makes a second release of the same thing impossible';
+COMMENT ON COLUMN ordertimeout.releases.reclaimed_at IS 'set when a late payment reinstated the order and took the resource back';
+
+CREATE TABLE ordertimeout.events (
+    event_id    bigint      GENERATED ALWAYS AS IDENTITY,
+    order_id    text        NOT NULL,
+    from_status text,
+    to_status   text        NOT NULL,
+    cause       text        NOT NULL,
+    actor       text        NOT NULL,
+    lateness    interval,
+    at          timestamptz NOT NULL,
+    detail      jsonb,
+    CONSTRAINT events_pkey PRIMARY KEY (event_id),
+    CONSTRAINT events_cause_known
+        CHECK (cause IN ('timeout', 'sweep', 'requested', 'payment', 'gateway', 'conflict', 'admin'))
+);
+
+CREATE INDEX events_order_id ON ordertimeout.events (order_id, event_id);
+
+-- Timeouts whose timer row was lost, caught by the fallback sweep.
+CREATE INDEX events_caught_by_sweep
+    ON ordertimeout.events (at)
+    WHERE cause = 'sweep';
+
+CREATE INDEX events_at ON ordertimeout.events USING brin (at);
+
+COMMENT ON TABLE ordertimeout.events IS
+    'every state change of every order: from, to, cause, actor, how late a timeout fired, when';
+COMMENT ON COLUMN ordertimeout.events.lateness IS 'for timeouts: cancelled_at - cancel_at';
+
+-- ------------------------------------------------------------------
+-- sql/types.sql
+-- ------------------------------------------------------------------
+
+-- Composite result of the functions that return one order. Clients read it as
+-- plain columns: SELECT * FROM ordertimeout.order_info('A1').
+
+CREATE TYPE ordertimeout.order_state AS (
+    order_id          text,
+    status            text,
+    created           boolean,
+    created_at        timestamptz,
+    expire_at         timestamptz,
+    cancel_at         timestamptz,
+    paying_until      timestamptz,
+    paid_at           timestamptz,
+    cancelled_at      timestamptz,
+    closed_at         timestamptz,
+    cancel_cause      text,
+    deadline_version  integer,
+    amount            numeric,
+    currency          text,
+    items             jsonb,
+    coupon_id         text,
+    points_account    text,
+    points            bigint,
+    payment_attempted boolean,
+    open_conflicts    integer
+);
+
+COMMENT ON TYPE ordertimeout.order_state IS
+    'one order as the API returns it; created is true only in the create_order call that inserted it';
+
+-- ------------------------------------------------------------------
+-- sql/views.sql
+-- ------------------------------------------------------------------
+
+-- Read-side views for operators and the sidecar's metrics.
+
+CREATE VIEW ordertimeout.order_counts AS
+SELECT
+    o.status,
+    count(*) AS orders
+FROM ordertimeout.orders AS o
+GROUP BY o.status;
+
+COMMENT ON VIEW ordertimeout.order_counts IS 'orders per status (a full count: for dashboards, not for hot paths)';
+
+CREATE VIEW ordertimeout.sweep_stats AS
+SELECT
+    (SELECT count(*)
+       FROM public.river_job AS r
+      WHERE r.state = 'available'
+        AND r.queue = 'ordertimeout_expire'
+        AND r.priority = 1
+        AND r.scheduled_at <= now()) AS due_timers,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL
+        AND o.cancel_at <= now()) AS overdue_orders,
+    (SELECT min(o.cancel_at)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL) AS oldest_pending_cancel_at,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NOT NULL) AS awaiting_check,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PAYING') AS paying,
+    (SELECT count(*)
+       FROM ordertimeout.events AS e
+      WHERE e.cause = 'sweep') AS caught_by_sweep,
+    (SELECT count(*)
+       FROM ordertimeout.conflicts AS c
+      WHERE c.resolution IS NULL) AS open_conflicts;
+
+COMMENT ON VIEW ordertimeout.sweep_stats IS
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts';
+
+CREATE VIEW ordertimeout.cancel_lag AS
+SELECT
+    e.order_id,
+    e.cause,
+    e.lateness,
+    e.at
+FROM ordertimeout.events AS e
+WHERE e.cause IN ('timeout', 'sweep')
+  AND e.to_status = 'CANCELLED';
+
+COMMENT ON VIEW ordertimeout.cancel_lag IS
+    'how late each timeout cancel came (cancelled_at - cancel_at), by database timestamps; filter on at';
+
+-- ------------------------------------------------------------------
+-- plpgsql/private.sql
+-- ------------------------------------------------------------------
+
+-- Private helpers. EXECUTE on them is revoked from PUBLIC (grants.sql); the
+-- API functions run them as their owner.
+
+CREATE FUNCTION ordertimeout._actor()
+RETURNS text
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text)
+$$;
+
+COMMENT ON FUNCTION ordertimeout._actor() IS
+    'who acts: the ordertimeout.actor setting of the session if set (SET ordertimeout.actor = ''user:42''), else the login role';
+
+CREATE FUNCTION ordertimeout._require(field text, value anyelement)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', field
+            USING ERRCODE = 'OT100';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION ordertimeout._check_order_id(order_id text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF order_id IS NULL THEN
+        RAISE EXCEPTION 'order_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(order_id) NOT BETWEEN 1 AND 64 OR order_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'order_id must be 1 to 64 characters without control characters (got % characters)',
+            char_length(order_id)
+            USING ERRCODE = 'OT101';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION ordertimeout._check_payment_id(payment_id text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF payment_id IS NULL THEN
+        RAISE EXCEPTION 'payment_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(payment_id) NOT BETWEEN 1 AND 128 OR payment_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'payment_id must be 1 to 128 characters without control characters (got % characters)',
+            char_length(payment_id)
+            USING ERRCODE = 'OT121';
+    END IF;
+END
+$$;
+
+-- Validates create_order's items and returns them sorted by sku as
+-- [{"sku": ..., "qty": ...}], the form stored and compared for idempotency.
+CREATE FUNCTION ordertimeout._normalize_items(items jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item     jsonb;
+    v_position integer := -1;
+    v_key      text;
+    v_sku      text;
+    v_qty      numeric;
+    v_count    integer;
+    v_dup      text;
+    v_result   jsonb;
+BEGIN
+    IF items IS NULL THEN
+        RAISE EXCEPTION 'items must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF jsonb_typeof(items) <> 'array' THEN
+        RAISE EXCEPTION 'items must be a JSON array of {"sku": ..., "qty": ...} objects, got a JSON %',
+            jsonb_typeof(items)
+            USING ERRCODE = 'OT102';
+    END IF;
+    v_count := jsonb_array_length(items);
+    IF v_count = 0 OR v_count > 100 THEN
+        RAISE EXCEPTION 'items must have 1 to 100 entries, got %', v_count
+            USING ERRCODE = 'OT103';
+    END IF;
+
+    FOR v_item IN SELECT e.value FROM jsonb_array_elements(items) AS e LOOP
+        v_position := v_position + 1;
+        IF jsonb_typeof(v_item) <> 'object' THEN
+            RAISE EXCEPTION 'items[%] must be an object {"sku": ..., "qty": ...}, got a JSON %',
+                v_position, jsonb_typeof(v_item)
+                USING ERRCODE = 'OT104';
+        END IF;
+        SELECT k INTO v_key FROM jsonb_object_keys(v_item) AS k WHERE k NOT IN ('sku', 'qty') LIMIT 1;
+        IF v_key IS NOT NULL THEN
+            RAISE EXCEPTION 'items[%] has unknown key "%" (allowed: sku, qty)', v_position, v_key
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF jsonb_typeof(v_item -> 'sku') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'items[%].sku must be a string', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        v_sku := v_item ->> 'sku';
+        IF char_length(v_sku) NOT BETWEEN 1 AND 64 OR v_sku ~ '[[:cntrl:]]' THEN
+            RAISE EXCEPTION 'items[%].sku must be 1 to 64 characters without control characters', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF NOT v_item ? 'qty' THEN
+            RAISE EXCEPTION 'items[%].qty is missing', v_position
+                USING ERRCODE = 'OT105';
+        END IF;
+        IF jsonb_typeof(v_item -> 'qty') <> 'number'
+           OR (v_item ->> 'qty')::numeric <> trunc((v_item ->> 'qty')::numeric) THEN
+            RAISE EXCEPTION 'items[%].qty must be an integer, got %', v_position, v_item -> 'qty'
+                USING ERRCODE = 'OT105';
+        END IF;
+        v_qty := (v_item ->> 'qty')::numeric;
+        IF v_qty < 1 OR v_qty > 1000000 THEN
+            RAISE EXCEPTION 'items[%].qty must be between 1 and 1000000, got %', v_position, v_qty
+                USING ERRCODE = 'OT106';
+        END IF;
+    END LOOP;
+
+    SELECT e.value ->> 'sku' INTO v_dup
+    FROM jsonb_array_elements(items) AS e
+    GROUP BY 1
+    HAVING count(*) > 1
+    ORDER BY 1
+    LIMIT 1;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'items lists sku "%" more than once', v_dup
+            USING ERRCODE = 'OT107';
+    END IF;
+
+    SELECT jsonb_agg(
+               jsonb_build_object('sku', e.value ->> 'sku', 'qty', (e.value ->> 'qty')::numeric::integer)
+               ORDER BY e.value ->> 'sku')
+    INTO v_result
+    FROM jsonb_array_elements(items) AS e;
+    RETURN v_result;
+END
+$$;
+
+-- Validates create_order's options; returns them as given (NULL counts as {}).
+CREATE FUNCTION ordertimeout._normalize_options(options jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key text;
+BEGIN
+    IF options IS NULL THEN
+        RETURN '{}'::jsonb;
+    END IF;
+    IF jsonb_typeof(options) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got a JSON %', jsonb_typeof(options)
+            USING ERRCODE = 'OT114';
+    END IF;
+    SELECT k INTO v_key
+    FROM jsonb_object_keys(options) AS k
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck')
+    ORDER BY 1
+    LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck)', v_key
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
+                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64) THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF (options ? 'points_account') <> (options ? 'points') THEN
+        RAISE EXCEPTION 'options.points and options.points_account must be given together'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
+                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64) THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
+                               OR (options ->> 'points')::numeric <> trunc((options ->> 'points')::numeric)
+                               OR (options ->> 'points')::numeric NOT BETWEEN 1 AND 1000000000000) THEN
+        RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', options -> 'points'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'amount' AND (jsonb_typeof(options -> 'amount') <> 'number'
+                               OR (options ->> 'amount')::numeric < 0) THEN
+        RAISE EXCEPTION 'options.amount must be a number >= 0, got %', options -> 'amount'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'currency' AND (jsonb_typeof(options -> 'currency') <> 'string'
+                                 OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
+        RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
+                                 OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
+        RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', options -> 'precheck'
+            USING ERRCODE = 'OT114';
+    END IF;
+    RETURN options;
+END
+$$;
+
+-- Inserts a River job row and returns its id. Rows in queue
+-- ordertimeout_expire are timers claimed by sweep_due; rows in queue
+-- ordertimeout are worked by the sidecar's River client.
+CREATE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
+RETURNS bigint
+LANGUAGE sql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    VALUES (kind, args, queue, 'available', scheduled_at)
+    RETURNING id
+$$;
+
+-- Deletes a timer row that can no longer act, unless a sweep holds it right
+-- now (SKIP LOCKED: never wait for a sweep while holding an order row; the
+-- sweep deletes the row itself, and the version check makes it harmless).
+CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
+RETURNS void
+LANGUAGE sql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM public.river_job AS r
+    WHERE r.id = (SELECT l.id
+                    FROM public.river_job AS l
+                   WHERE l.id = job_id
+                     AND l.queue = 'ordertimeout_expire'
+                     FOR UPDATE SKIP LOCKED)
+$$;
+
+-- Wakes the sleeping sweepers when a deadline comes before the moment they
+-- planned to wake up (ordertimeout.plan_sleep). The payload is empty: the
+-- deadline is in the table.
+CREATE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cancel_at < (SELECT s.wake_at FROM ordertimeout.sweep_state AS s) THEN
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
+END
+$$;
+
+-- Queues a webhook delivery per event (when webhooks are on).
+CREATE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
+RETURNS void
+LANGUAGE sql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id), 'ordertimeout', 'available', now()
+    FROM unnest(event_ids) AS e(event_id)
+    WHERE (SELECT s.webhooks FROM ordertimeout.settings AS s)
+$$;
+
+-- Appends one event and returns its id.
+CREATE FUNCTION ordertimeout._log_event(
+    order_id    text,
+    from_status text,
+    to_status   text,
+    cause       text,
+    at          timestamptz,
+    detail      jsonb DEFAULT NULL,
+    webhook     boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_event_id bigint;
+BEGIN
+    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
+    VALUES (order_id, from_status, to_status, cause, ordertimeout._actor(), at, detail)
+    RETURNING event_id INTO v_event_id;
+    IF webhook THEN
+        PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
+    END IF;
+    RETURN v_event_id;
+END
+$$;
+
+CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
+RETURNS ordertimeout.order_state
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT
+        o.order_id,
+        o.status,
+        created,
+        o.created_at,
+        o.expire_at,
+        o.cancel_at,
+        o.paying_until,
+        o.paid_at,
+        o.cancelled_at,
+        o.closed_at,
+        o.cancel_cause,
+        o.deadline_version,
+        o.amount,
+        o.currency,
+        (SELECT jsonb_agg(jsonb_build_object('sku', i.sku, 'qty', i.qty) ORDER BY i.sku)
+           FROM ordertimeout.order_items AS i
+          WHERE i.order_id = o.order_id),
+        o.coupon_id,
+        o.points_account,
+        o.points,
+        o.payment_attempted,
+        (SELECT count(*)::integer
+           FROM ordertimeout.conflicts AS c
+          WHERE c.order_id = o.order_id
+            AND c.resolution IS NULL)
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = _order_state.order_id
+$$;
+
+-- Raises OT120 when the order does not exist.
+CREATE FUNCTION ordertimeout._require_order(order_id text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._check_order_id(order_id);
+    IF NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o WHERE o.order_id = _require_order.order_id) THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+END
+$$;
+
+-- ------------------------------------------------------------------
+-- plpgsql/release.sql
+-- ------------------------------------------------------------------
+
+-- What happens to an order's reservations: released on cancel (through the
+-- ledger), consumed on payment, reclaimed when a late payment reinstates it.
+--
+-- Lock order, the same in every function: timer rows, then order rows, then
+-- stock rows sorted by sku, then points accounts sorted by account. Concurrent
+-- sweeps and payments therefore never deadlock on stock.
+
+-- Releases stock, coupons and points of the given orders, each at most once:
+-- the ledger's primary key admits one release per (order, kind, resource) and
+-- only what the ledger admitted goes back.
+CREATE FUNCTION ordertimeout._release(order_ids text[], causes text[], at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_orders text[];
+    v_skus   text[];
+    v_qtys   bigint[];
+    v_causes text[];
+BEGIN
+    SELECT array_agg(i.order_id), array_agg(i.sku), array_agg(i.qty::bigint), array_agg(t.cause)
+    INTO v_orders, v_skus, v_qtys, v_causes
+    FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+    JOIN ordertimeout.order_items AS i ON i.order_id = t.order_id;
+
+    IF v_orders IS NOT NULL THEN
+        PERFORM 1
+        FROM ordertimeout.stock AS s
+        WHERE s.sku = ANY (v_skus)
+        ORDER BY s.sku
+        FOR NO KEY UPDATE;
+
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT r.order_id, 'stock', r.sku, r.qty, r.cause, _release.at
+            FROM unnest(v_orders, v_skus, v_qtys, v_causes) AS r(order_id, sku, qty, cause)
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING resource_id, qty
+        )
+        UPDATE ordertimeout.stock AS s
+        SET available = s.available + r.qty,
+            reserved = s.reserved - r.qty
+        FROM (SELECT resource_id, sum(qty) AS qty FROM released GROUP BY resource_id) AS r
+        WHERE s.sku = r.resource_id;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM ordertimeout.coupon_holds AS h
+                WHERE h.order_id = ANY (_release.order_ids) AND h.released_at IS NULL AND h.used_at IS NULL) THEN
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT h.order_id, 'coupon', h.coupon_id, 1, t.cause, _release.at
+            FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+            JOIN ordertimeout.coupon_holds AS h ON h.order_id = t.order_id
+            WHERE h.released_at IS NULL
+              AND h.used_at IS NULL
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING order_id
+        )
+        UPDATE ordertimeout.coupon_holds AS h
+        SET released_at = _release.at
+        FROM released AS r
+        WHERE h.order_id = r.order_id;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM ordertimeout.points_holds AS h
+                WHERE h.order_id = ANY (_release.order_ids) AND h.released_at IS NULL AND h.used_at IS NULL) THEN
+        PERFORM 1
+        FROM ordertimeout.points_accounts AS a
+        WHERE a.account_id IN (SELECT h.account_id
+                                 FROM ordertimeout.points_holds AS h
+                                WHERE h.order_id = ANY (_release.order_ids))
+        ORDER BY a.account_id
+        FOR NO KEY UPDATE;
+
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT h.order_id, 'points', h.account_id, h.points, t.cause, _release.at
+            FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+            JOIN ordertimeout.points_holds AS h ON h.order_id = t.order_id
+            WHERE h.released_at IS NULL
+              AND h.used_at IS NULL
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING order_id, resource_id, qty
+        ), holds AS (
+            UPDATE ordertimeout.points_holds AS h
+            SET released_at = _release.at
+            FROM released AS r
+            WHERE h.order_id = r.order_id
+        )
+        UPDATE ordertimeout.points_accounts AS a
+        SET held = a.held - r.qty
+        FROM (SELECT resource_id, sum(qty) AS qty FROM released GROUP BY resource_id) AS r
+        WHERE a.account_id = r.resource_id;
+    END IF;
+END
+$$;
+
+-- A paid order's reservations become sales: reserved stock is sold, the coupon
+-- is used, held points are spent.
+CREATE FUNCTION ordertimeout._consume(order_id text, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM 1
+    FROM ordertimeout.stock AS s
+    WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = _consume.order_id)
+    ORDER BY s.sku
+    FOR NO KEY UPDATE;
+
+    UPDATE ordertimeout.stock AS s
+    SET reserved = s.reserved - i.qty,
+        sold = s.sold + i.qty
+    FROM ordertimeout.order_items AS i
+    WHERE i.order_id = _consume.order_id
+      AND s.sku = i.sku;
+
+    UPDATE ordertimeout.coupon_holds AS h
+    SET used_at = _consume.at
+    WHERE h.order_id = _consume.order_id
+      AND h.released_at IS NULL
+      AND h.used_at IS NULL;
+
+    WITH spent AS (
+        UPDATE ordertimeout.points_holds AS h
+        SET used_at = _consume.at
+        WHERE h.order_id = _consume.order_id
+          AND h.released_at IS NULL
+          AND h.used_at IS NULL
+        RETURNING h.account_id, h.points
+    )
+    UPDATE ordertimeout.points_accounts AS a
+    SET balance = a.balance - spent.points,
+        held = a.held - spent.points
+    FROM spent
+    WHERE a.account_id = spent.account_id;
+END
+$$;
+
+-- Takes back what a cancelled order released, straight to sold, for a late
+-- payment that reinstates it. All or nothing: raises OT132 naming what is gone.
+CREATE FUNCTION ordertimeout._reclaim(order_id text, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_sku       text;
+    v_available bigint;
+    v_qty       bigint;
+    v_coupon    text;
+    v_account   text;
+    v_points    bigint;
+BEGIN
+    SELECT s.sku, s.available, i.qty INTO v_sku, v_available, v_qty
+    FROM (SELECT s.sku, s.available
+            FROM ordertimeout.stock AS s
+           WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = _reclaim.order_id)
+           ORDER BY s.sku
+           FOR NO KEY UPDATE) AS s
+    JOIN ordertimeout.order_items AS i ON i.order_id = _reclaim.order_id AND i.sku = s.sku
+    WHERE s.available < i.qty
+    ORDER BY s.sku
+    LIMIT 1;
+    IF v_sku IS NOT NULL THEN
+        RAISE EXCEPTION 'order "%" cannot be reinstated: sku "%" has % available, % needed',
+            order_id, v_sku, v_available, v_qty
+            USING ERRCODE = 'OT132';
+    END IF;
+
+    SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = _reclaim.order_id;
+    IF v_coupon IS NOT NULL AND EXISTS (
+           SELECT 1 FROM ordertimeout.coupon_holds AS h
+            WHERE h.coupon_id = v_coupon AND h.released_at IS NULL AND h.order_id <> _reclaim.order_id) THEN
+        RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
+            USING ERRCODE = 'OT132';
+    END IF;
+
+    SELECT h.account_id, h.points INTO v_account, v_points
+    FROM ordertimeout.points_holds AS h
+    WHERE h.order_id = _reclaim.order_id;
+    IF v_account IS NOT NULL THEN
+        UPDATE ordertimeout.points_accounts AS a
+        SET balance = a.balance - v_points
+        WHERE a.account_id = v_account
+          AND a.balance - a.held >= v_points;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order "%" cannot be reinstated: account "%" has fewer than % free points',
+                order_id, v_account, v_points
+                USING ERRCODE = 'OT132';
+        END IF;
+        UPDATE ordertimeout.points_holds AS h
+        SET released_at = NULL,
+            used_at = _reclaim.at
+        WHERE h.order_id = _reclaim.order_id;
+    END IF;
+
+    UPDATE ordertimeout.stock AS s
+    SET available = s.available - i.qty,
+        sold = s.sold + i.qty
+    FROM ordertimeout.order_items AS i
+    WHERE i.order_id = _reclaim.order_id
+      AND s.sku = i.sku;
+
+    UPDATE ordertimeout.coupon_holds AS h
+    SET released_at = NULL,
+        used_at = _reclaim.at
+    WHERE h.order_id = _reclaim.order_id;
+
+    UPDATE ordertimeout.releases AS r
+    SET reclaimed_at = _reclaim.at
+    WHERE r.order_id = _reclaim.order_id
+      AND r.reclaimed_at IS NULL;
+END
+$$;
+
+-- Cancels the given orders that are still PENDING (and, where a version is
+-- given, still at that deadline version), releases what they reserved, logs
+-- the events and queues a gateway close for those that had a payment attempt.
+-- Set-based: one UPDATE decides which orders this call cancels. With
+-- respect_precheck, orders whose policy wants a gateway check first are left
+-- alone. Returns the orders it cancelled.
+CREATE FUNCTION ordertimeout._cancel_orders(
+    order_ids        text[],
+    versions         integer[],
+    causes           text[],
+    reason           text,
+    respect_precheck boolean)
+RETURNS TABLE (cancelled_order_id text, cancelled_cause text)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_precheck  text;
+    v_webhooks  boolean;
+    v_actor     text := ordertimeout._actor();
+    v_ids       text[];
+    v_causes    text[];
+    v_at        timestamptz[];
+    v_cancel_at timestamptz[];
+    v_attempted boolean[];
+    v_event_ids bigint[];
+BEGIN
+    SELECT s.precheck, s.webhooks INTO v_precheck, v_webhooks FROM ordertimeout.settings AS s;
+
+    WITH cancelled AS (
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CANCELLED',
+            cancelled_at = clock_timestamp(),
+            cancel_cause = t.cause,
+            cancel_reason = _cancel_orders.reason,
+            deadline_version = o.deadline_version + 1,
+            timer_job_id = NULL
+        FROM unnest(_cancel_orders.order_ids, _cancel_orders.versions, _cancel_orders.causes)
+             AS t(order_id, version, cause)
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND (t.version IS NULL OR o.deadline_version = t.version)
+          AND (NOT _cancel_orders.respect_precheck
+               OR NOT CASE coalesce(o.precheck, v_precheck)
+                          WHEN 'always' THEN true
+                          WHEN 'never' THEN false
+                          ELSE o.payment_attempted
+                      END)
+        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted
+    )
+    SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
+           array_agg(c.cancel_at), array_agg(c.payment_attempted)
+    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted
+    FROM cancelled AS c;
+
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
+
+    WITH logged AS (
+        INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at, detail)
+        SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
+               CASE WHEN e.cause IN ('timeout', 'sweep') THEN e.at - e.cancel_at END,
+               e.at,
+               CASE WHEN _cancel_orders.reason IS NOT NULL
+                    THEN jsonb_build_object('reason', _cancel_orders.reason) END
+        FROM unnest(v_ids, v_causes, v_at, v_cancel_at) AS e(order_id, cause, at, cancel_at)
+        RETURNING event_id
+    )
+    SELECT array_agg(l.event_id) INTO v_event_ids FROM logged AS l;
+
+    IF v_webhooks THEN
+        PERFORM ordertimeout._enqueue_webhooks(v_event_ids);
+    END IF;
+
+    -- A buyer who started a payment must not be able to finish it now: close
+    -- the payment at the gateway.
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
+    FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
+    WHERE g.attempted;
+
+    RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
+END
+$$;
+
+-- ------------------------------------------------------------------
+-- plpgsql/create_order.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.create_order(
+    order_id text,
+    items    jsonb,
+    timeout  interval DEFAULT NULL,
+    options  jsonb DEFAULT '{}')
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_settings ordertimeout.settings;
+    v_items    jsonb;
+    v_options  jsonb;
+    v_request  jsonb;
+    v_existing jsonb;
+    v_expire   timestamptz;
+    v_cancel   timestamptz;
+    v_job_id   bigint;
+    v_skus     text[];
+    v_qtys     integer[];
+    v_found    integer;
+    v_short    text;
+    v_missing  text;
+    v_coupon   text;
+    v_account  text;
+    v_points   bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(create_order.order_id);
+    v_items := ordertimeout._normalize_items(create_order.items);
+    v_options := ordertimeout._normalize_options(create_order.options);
+    IF create_order.timeout IS NOT NULL
+       AND (create_order.timeout <= interval '0' OR create_order.timeout > interval '30 days') THEN
+        RAISE EXCEPTION 'timeout must be more than 0 and at most 30 days, got %', create_order.timeout
+            USING ERRCODE = 'OT113';
+    END IF;
+
+    SELECT * INTO v_settings FROM ordertimeout.settings;
+    v_expire := v_now + coalesce(create_order.timeout, v_settings.default_timeout);
+    v_cancel := v_expire + v_settings.grace;
+    v_coupon := v_options ->> 'coupon';
+    v_account := v_options ->> 'points_account';
+    v_points := (v_options ->> 'points')::bigint;
+    v_request := jsonb_build_object(
+        'items', v_items,
+        'timeout', extract(epoch FROM create_order.timeout),
+        'options', v_options);
+
+    -- The order row and the id of its timer row. Same id again: the existing
+    -- order if the content is the same, an error if not.
+    INSERT INTO ordertimeout.orders AS o (
+        order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
+        amount, currency, coupon_id, points_account, points, request)
+    VALUES (
+        create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
+        v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
+        v_coupon, v_account, v_points, v_request)
+    ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
+    RETURNING o.timer_job_id INTO v_job_id;
+
+    IF v_job_id IS NULL THEN
+        SELECT o.request INTO v_existing FROM ordertimeout.orders AS o WHERE o.order_id = create_order.order_id;
+        IF v_existing = v_request THEN
+            RETURN ordertimeout._order_state(create_order.order_id, false);
+        END IF;
+        RAISE EXCEPTION 'order_id "%" already exists with other items, timeout or options', create_order.order_id
+            USING ERRCODE = 'OT115';
+    END IF;
+
+    -- Reserve stock, all or nothing. Rows are locked in sku order.
+    SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
+           array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
+    INTO v_skus, v_qtys
+    FROM jsonb_array_elements(v_items) AS e;
+
+    SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
+    INTO v_found, v_short
+    FROM (SELECT s.sku, s.available, r.qty
+            FROM ordertimeout.stock AS s
+            JOIN unnest(v_skus, v_qtys) AS r(sku, qty) ON r.sku = s.sku
+           ORDER BY s.sku
+             FOR NO KEY UPDATE OF s) AS l;
+
+    IF v_found < cardinality(v_skus) THEN
+        SELECT r.sku INTO v_missing
+        FROM unnest(v_skus) AS r(sku)
+        WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.stock AS s WHERE s.sku = r.sku)
+        ORDER BY 1
+        LIMIT 1;
+        RAISE EXCEPTION 'items: sku "%" is unknown', v_missing
+            USING ERRCODE = 'OT108';
+    END IF;
+    IF v_short IS NOT NULL THEN
+        RAISE EXCEPTION 'items: not enough stock of sku "%" (% available, % requested)', v_short,
+            (SELECT s.available FROM ordertimeout.stock AS s WHERE s.sku = v_short),
+            (SELECT r.qty FROM unnest(v_skus, v_qtys) AS r(sku, qty) WHERE r.sku = v_short)
+            USING ERRCODE = 'OT109';
+    END IF;
+
+    UPDATE ordertimeout.stock AS s
+    SET available = s.available - r.qty,
+        reserved = s.reserved + r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty)
+    WHERE s.sku = r.sku;
+
+    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
+    SELECT create_order.order_id, r.sku, r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
+
+    IF v_coupon IS NOT NULL THEN
+        INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at)
+        VALUES (create_order.order_id, v_coupon, v_now)
+        ON CONFLICT (coupon_id) WHERE released_at IS NULL DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'options.coupon "%" is already held by another order', v_coupon
+                USING ERRCODE = 'OT110';
+        END IF;
+    END IF;
+
+    IF v_account IS NOT NULL THEN
+        UPDATE ordertimeout.points_accounts AS a
+        SET held = a.held + v_points
+        WHERE a.account_id = v_account
+          AND a.balance - a.held >= v_points;
+        IF NOT FOUND THEN
+            IF NOT EXISTS (SELECT 1 FROM ordertimeout.points_accounts AS a WHERE a.account_id = v_account) THEN
+                RAISE EXCEPTION 'options.points_account "%" is unknown', v_account
+                    USING ERRCODE = 'OT111';
+            END IF;
+            RAISE EXCEPTION 'options.points % exceed the free points of account "%"', v_points, v_account
+                USING ERRCODE = 'OT112';
+        END IF;
+        INSERT INTO ordertimeout.points_holds (order_id, account_id, points, held_at)
+        VALUES (create_order.order_id, v_account, v_points, v_now);
+    END IF;
+
+    -- The timeout: a River job row in the same transaction, in a queue no River
+    -- client serves; sweep_due claims it once cancel_at has come.
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
+       AND v_expire - v_settings.remind_before > v_now THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
+            'ordertimeout',
+            v_expire - v_settings.remind_before);
+    END IF;
+
+    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    RETURN ordertimeout._order_state(create_order.order_id, true);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.create_order(text, jsonb, interval, jsonb) IS
+    'places a PENDING order: reserves every item''s stock all or nothing, holds the coupon and points of options, schedules its timeout in the same transaction; idempotent on order_id';
+
+-- ------------------------------------------------------------------
+-- plpgsql/payments.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.begin_payment(
+    order_id      text,
+    payment_id    text,
+    paying_window interval DEFAULT NULL)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now         timestamptz := clock_timestamp();
+    v_window      interval;
+    v_status      text;
+    v_expire      timestamptz;
+    v_timer       bigint;
+    v_pay_order   text;
+    v_pay_status  text;
+    v_until       timestamptz;
+    v_job_id      bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(begin_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
+    IF begin_payment.paying_window IS NOT NULL
+       AND (begin_payment.paying_window <= interval '0' OR begin_payment.paying_window > interval '30 days') THEN
+        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', begin_payment.paying_window
+            USING ERRCODE = 'OT125';
+    END IF;
+    v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
+
+    SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = begin_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', begin_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = begin_payment.payment_id;
+    IF FOUND THEN
+        IF v_pay_order <> begin_payment.order_id THEN
+            RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+                USING ERRCODE = 'OT124';
+        END IF;
+        IF v_status = 'PAYING' AND v_pay_status = 'started' THEN
+            RETURN ordertimeout._order_state(begin_payment.order_id, false);   -- the same call again
+        END IF;
+        RAISE EXCEPTION 'payment_id "%" is already %; order "%" is %',
+            begin_payment.payment_id, v_pay_status, begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    IF v_status NOT IN ('PENDING', 'PAYING') THEN
+        RAISE EXCEPTION 'order "%" is %: it takes no payment', begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+    IF v_expire <= v_now THEN
+        RAISE EXCEPTION 'order "%" expired at %: start no payment for it', begin_payment.order_id, v_expire
+            USING ERRCODE = 'OT122';
+    END IF;
+
+    -- The payment check at paying_until: the sidecar asks the gateway.
+    v_until := v_now + v_window;
+    v_job_id := ordertimeout._insert_job(
+        'ordertimeout_payment_check',
+        jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
+        'ordertimeout',
+        v_until);
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAYING',
+        paying_until = greatest(o.paying_until, v_until),
+        payment_attempted = true,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = v_job_id,
+        check_job_id = NULL
+    WHERE o.order_id = begin_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING')
+      AND o.expire_at > v_now;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" changed while starting the payment', begin_payment.order_id
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now);
+
+    IF v_status = 'PENDING' THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until));
+
+    RETURN ordertimeout._order_state(begin_payment.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
+
+CREATE FUNCTION ordertimeout.confirm_payment(
+    order_id   text,
+    payment_id text,
+    amount     numeric DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_amount     numeric;
+    v_timer      bigint;
+    v_pay_order  text;
+    v_pay_status text;
+    v_conflict   bigint;
+    v_kind       text;
+BEGIN
+    PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
+    IF confirm_payment.amount < 0 THEN
+        RAISE EXCEPTION 'amount must be >= 0, got %', confirm_payment.amount
+            USING ERRCODE = 'OT126';
+    END IF;
+
+    -- The order row lock serializes every transition of this order.
+    SELECT o.status, o.amount, o.timer_job_id INTO v_status, v_amount, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = confirm_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', confirm_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = confirm_payment.payment_id;
+    IF FOUND AND v_pay_order <> confirm_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', confirm_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    -- The same confirmation again: the same answer, nothing written.
+    IF v_pay_status = 'confirmed' THEN
+        RETURN 'paid';
+    ELSIF v_pay_status IN ('late', 'refunded') THEN
+        RETURN 'conflict';
+    END IF;
+
+    IF confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount THEN
+        RAISE EXCEPTION 'amount % does not match the amount % of order "%"',
+            confirm_payment.amount, v_amount, confirm_payment.order_id
+            USING ERRCODE = 'OT126';
+    END IF;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAID',
+        paid_at = v_now,
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = NULL,
+        check_job_id = NULL
+    WHERE o.order_id = confirm_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING');
+
+    IF FOUND THEN
+        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount, v_now)
+        ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+        SET status = 'confirmed',
+            amount = coalesce(excluded.amount, p.amount),
+            confirmed_at = excluded.confirmed_at;
+        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
+        PERFORM ordertimeout._drop_timer(v_timer);
+        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
+            webhook => true);
+        RETURN 'paid';
+    END IF;
+
+    -- Money for an order that can no longer take it: never dropped, never
+    -- re-opening the order on its own. A conflict row, and a wake-up.
+    v_kind := CASE WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment' ELSE 'late_payment' END;
+    INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
+    ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+    SET status = 'late',
+        amount = coalesce(excluded.amount, p.amount),
+        confirmed_at = excluded.confirmed_at;
+    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, detected_at)
+    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_now)
+    RETURNING conflict_id INTO v_conflict;
+    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, v_status, 'payment', v_now,
+        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
+        webhook => true);
+    PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    RETURN 'conflict';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
+    'PENDING/PAYING -> PAID (returns paid); on a cancelled or already paid order records a conflict and notifies (returns conflict); a repeat returns the same answer and writes nothing';
+
+CREATE FUNCTION ordertimeout.fail_payment(
+    order_id   text,
+    payment_id text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_pay_order  text;
+    v_pay_status text;
+    v_version    integer;
+    v_job_id     bigint;
+    v_cancel     timestamptz;
+BEGIN
+    PERFORM ordertimeout._check_order_id(fail_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = fail_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', fail_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = fail_payment.payment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" is unknown', fail_payment.payment_id
+            USING ERRCODE = 'OT127';
+    END IF;
+    IF v_pay_order <> fail_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', fail_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    IF v_pay_status <> 'started' THEN
+        RETURN 'ignored';
+    END IF;
+
+    UPDATE ordertimeout.payments AS p
+    SET status = 'failed',
+        failed_at = v_now
+    WHERE p.payment_id = fail_payment.payment_id
+      AND p.status = 'started';
+
+    IF v_status <> 'PAYING' THEN
+        RETURN 'ignored';
+    END IF;
+    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                WHERE p.order_id = fail_payment.order_id AND p.status = 'started') THEN
+        RETURN 'paying';   -- another attempt is still in flight
+    END IF;
+
+    -- Back to PENDING: the order's own timeout applies again, with a new timer
+    -- row for the new version (due at once if cancel_at has passed).
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PENDING',
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = fail_payment.order_id
+      AND o.status = 'PAYING'
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', fail_payment.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    PERFORM ordertimeout._log_event(fail_payment.order_id, 'PAYING', 'PENDING', 'payment', v_now,
+        jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true));
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    RETURN 'pending';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.fail_payment(text, text) IS
+    'marks a started payment failed; PAYING -> PENDING when no other attempt is in flight (returns pending, paying or ignored)';
+
+-- ------------------------------------------------------------------
+-- plpgsql/cancel.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.cancel_order(
+    order_id text,
+    reason   text DEFAULT 'requested')
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_timer     bigint;
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._check_order_id(cancel_order.order_id);
+    IF cancel_order.reason IS NULL THEN
+        RAISE EXCEPTION 'reason must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(cancel_order.reason) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'reason must be 1 to 200 characters, got %', char_length(cancel_order.reason)
+            USING ERRCODE = 'OT144';
+    END IF;
+
+    SELECT o.timer_job_id INTO v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = cancel_order.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', cancel_order.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_order.order_id], NULL, ARRAY['requested'],
+                                     cancel_order.reason, false);
+    IF v_cancelled THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_order(text, text) IS
+    'PENDING -> CANCELLED and release, in one transaction; returns whether this call cancelled the order';
+
+CREATE FUNCTION ordertimeout.extend_deadline(
+    order_id text,
+    by       interval)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_timer   bigint;
+    v_version integer;
+    v_job_id  bigint;
+    v_expire  timestamptz;
+    v_cancel  timestamptz;
+BEGIN
+    PERFORM ordertimeout._check_order_id(extend_deadline.order_id);
+    IF extend_deadline.by IS NULL THEN
+        RAISE EXCEPTION 'by must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF extend_deadline.by <= interval '0' OR extend_deadline.by > interval '30 days' THEN
+        RAISE EXCEPTION 'by must be more than 0 and at most 30 days, got %', extend_deadline.by
+            USING ERRCODE = 'OT141';
+    END IF;
+
+    SELECT o.status, o.timer_job_id INTO v_status, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = extend_deadline.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', extend_deadline.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    -- A new version: the old timer row (and any gateway check in flight) can
+    -- no longer act on this order.
+    UPDATE ordertimeout.orders AS o
+    SET expire_at = o.expire_at + extend_deadline.by,
+        cancel_at = o.cancel_at + extend_deadline.by,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = extend_deadline.order_id
+      AND o.status = 'PENDING'
+    RETURNING o.deadline_version, o.timer_job_id, o.expire_at, o.cancel_at
+    INTO v_version, v_job_id, v_expire, v_cancel;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" is %: only a PENDING order can be given more time', extend_deadline.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', extend_deadline.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._drop_timer(v_timer);
+    PERFORM ordertimeout._log_event(extend_deadline.order_id, 'PENDING', 'PENDING', 'requested', v_now,
+        jsonb_build_object('extended_by_seconds', extract(epoch FROM extend_deadline.by), 'expire_at', v_expire));
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    RETURN ordertimeout._order_state(extend_deadline.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.extend_deadline(text, interval) IS
+    'gives a PENDING order more time; bumps its deadline version so its old timer cannot act (fencing)';
+
+CREATE FUNCTION ordertimeout.close_cancelled(
+    older_than interval,
+    max        integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    v_actor  text := ordertimeout._actor();
+    v_closed integer;
+BEGIN
+    IF close_cancelled.older_than IS NULL THEN
+        RAISE EXCEPTION 'older_than must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF close_cancelled.older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
+            USING ERRCODE = 'OT141';
+    END IF;
+    IF close_cancelled.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF close_cancelled.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', close_cancelled.max
+            USING ERRCODE = 'OT140';
+    END IF;
+
+    WITH candidates AS (
+        SELECT o.order_id
+        FROM ordertimeout.orders AS o
+        WHERE o.status = 'CANCELLED'
+          AND o.cancelled_at < v_now - close_cancelled.older_than
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                           WHERE c.order_id = o.order_id AND c.resolution IS NULL)
+        ORDER BY o.cancelled_at
+        LIMIT close_cancelled.max
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), closed AS (
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CLOSED',
+            closed_at = v_now,
+            deadline_version = o.deadline_version + 1
+        FROM candidates AS c
+        WHERE o.order_id = c.order_id
+          AND o.status = 'CANCELLED'
+        RETURNING o.order_id
+    )
+    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at)
+    SELECT c.order_id, 'CANCELLED', 'CLOSED', 'admin', v_actor, v_now
+    FROM closed AS c;
+    GET DIAGNOSTICS v_closed = ROW_COUNT;
+    RETURN v_closed;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.close_cancelled(interval, integer) IS
+    'CANCELLED -> CLOSED for orders cancelled longer ago than older_than and with no open conflict, at most max of them; returns how many';
+
+-- ------------------------------------------------------------------
+-- plpgsql/sweep.sql
+-- ------------------------------------------------------------------
+
+-- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
+-- cancels their orders set-based, in one transaction. Any number of sessions
+-- may run it at once; each due order is cancelled by exactly one of them.
+CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
+RETURNS TABLE (
+    claimed         integer,
+    cancelled       integer,
+    caught_by_sweep integer,
+    checks          integer,
+    moot            integer)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_precheck  text;
+    v_job_ids   bigint[];
+    v_ids       text[];
+    v_versions  integer[];
+    v_lost_ids  text[] := '{}';
+    v_lost_vers integer[] := '{}';
+    v_causes    text[];
+    v_timers    integer;
+    v_lost      integer;
+    v_cancelled integer;
+    v_caught    integer;
+    v_checks    integer;
+BEGIN
+    IF sweep_due.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF sweep_due.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', sweep_due.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
+    SELECT coalesce(array_agg(j.id), '{}'),
+           coalesce(array_agg(j.args ->> 'order_id'), '{}'),
+           coalesce(array_agg((j.args ->> 'version')::integer), '{}')
+    INTO v_job_ids, v_ids, v_versions
+    FROM (SELECT r.id, r.args
+            FROM public.river_job AS r
+           WHERE r.state = 'available'
+             AND r.queue = 'ordertimeout_expire'
+             AND r.priority = 1
+             AND r.scheduled_at <= v_now
+           ORDER BY r.scheduled_at, r.id
+           LIMIT sweep_due.max
+             FOR UPDATE SKIP LOCKED) AS j;
+    v_timers := cardinality(v_job_ids);
+
+    -- 2. The fallback: PENDING orders past cancel_at whose timer row is gone.
+    -- Run only when the timer rows did not fill the batch, so a backlog is
+    -- never scanned twice; orders whose timer another session holds still
+    -- have their row and are skipped.
+    IF v_timers < sweep_due.max THEN
+        SELECT coalesce(array_agg(l.order_id), '{}'), coalesce(array_agg(l.deadline_version), '{}')
+        INTO v_lost_ids, v_lost_vers
+        FROM (SELECT o.order_id, o.deadline_version
+                FROM ordertimeout.orders AS o
+               WHERE o.status = 'PENDING'
+                 AND o.check_job_id IS NULL
+                 AND o.cancel_at <= v_now
+                 AND NOT EXISTS (SELECT 1
+                                   FROM public.river_job AS r
+                                  WHERE r.id = o.timer_job_id
+                                    AND r.finalized_at IS NULL)
+               ORDER BY o.cancel_at
+               LIMIT sweep_due.max - v_timers
+                 FOR NO KEY UPDATE SKIP LOCKED) AS l;
+    END IF;
+    v_lost := cardinality(v_lost_ids);
+
+    v_ids := v_ids || v_lost_ids;
+    v_versions := v_versions || v_lost_vers;
+    v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[v_lost]);
+
+    -- 3. Orders whose policy wants the gateway asked first get a check job
+    -- (worked by the sidecar) instead of a cancel.
+    WITH checking AS (
+        UPDATE ordertimeout.orders AS o
+        SET check_job_id = nextval('public.river_job_id_seq'),
+            timer_job_id = NULL
+        FROM unnest(v_ids, v_versions) AS t(order_id, version)
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND CASE coalesce(o.precheck, v_precheck)
+                  WHEN 'always' THEN true
+                  WHEN 'never' THEN false
+                  ELSE o.payment_attempted
+              END
+        RETURNING o.order_id, o.check_job_id, o.deadline_version
+    )
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    SELECT c.check_job_id, 'ordertimeout_precancel_check',
+           jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version),
+           'ordertimeout', 'available', v_now
+    FROM checking AS c;
+    GET DIAGNOSTICS v_checks = ROW_COUNT;
+
+    -- 4. Cancel and release the rest, set-based.
+    SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
+    INTO v_cancelled, v_caught
+    FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
+
+    -- 5. Every claimed timer row has done its work or can no longer act.
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
+
+    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks, v_timers + v_lost - v_cancelled - v_checks;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row was lost; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (handed to the gateway check), moot (timer rows that could no longer act)';
+
+CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.cancelled FROM ordertimeout.sweep_due(max) AS s
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_due(integer) IS
+    'cancels up to max due orders in one transaction and returns how many; safe from any number of sessions at once; runnable from pg_cron';
+
+CREATE FUNCTION ordertimeout.preview_due(max integer DEFAULT 100)
+RETURNS TABLE (
+    order_id         text,
+    cancel_at        timestamptz,
+    overdue          interval,
+    deadline_version integer,
+    found_by         text,
+    action           text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_precheck text;
+BEGIN
+    IF preview_due.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF preview_due.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', preview_due.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    RETURN QUERY
+    SELECT d.order_id, d.cancel_at, v_now - d.cancel_at, d.deadline_version, d.found_by,
+           CASE WHEN CASE coalesce(d.precheck, v_precheck)
+                         WHEN 'always' THEN true
+                         WHEN 'never' THEN false
+                         ELSE d.payment_attempted
+                     END
+                THEN 'check' ELSE 'cancel' END
+    FROM (
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
+           FROM public.river_job AS r
+           JOIN ordertimeout.orders AS o
+             ON o.order_id = r.args ->> 'order_id'
+            AND o.deadline_version = (r.args ->> 'version')::integer
+            AND o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+          WHERE r.state = 'available'
+            AND r.queue = 'ordertimeout_expire'
+            AND r.priority = 1
+            AND r.scheduled_at <= v_now
+          ORDER BY r.scheduled_at
+          LIMIT preview_due.max)
+        UNION ALL
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'sweep'::text, o.precheck, o.payment_attempted
+           FROM ordertimeout.orders AS o
+          WHERE o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+            AND o.cancel_at <= v_now
+            AND NOT EXISTS (SELECT 1
+                              FROM public.river_job AS r
+                             WHERE r.id = o.timer_job_id
+                               AND r.finalized_at IS NULL)
+          ORDER BY o.cancel_at
+          LIMIT preview_due.max)
+    ) AS d
+    ORDER BY d.cancel_at, d.order_id
+    LIMIT preview_due.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.preview_due(integer) IS
+    'dry run of sweep_due: the orders it would cancel (action cancel) or hand to a gateway check (action check) now, found by their timer row or by the fallback sweep; changes nothing';
+
+-- For the sidecar's gateway check: cancels the order as a timeout if it is
+-- still PENDING at the version the check was made for.
+CREATE FUNCTION ordertimeout.cancel_checked(
+    order_id         text,
+    deadline_version integer)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._require_order(cancel_checked.order_id);
+    IF cancel_checked.deadline_version IS NULL THEN
+        RAISE EXCEPTION 'deadline_version must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
+                                     ARRAY['timeout'], 'gateway check: not paid', false);
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
+    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version';
+
+CREATE FUNCTION ordertimeout.next_due()
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.scheduled_at
+    FROM public.river_job AS r
+    WHERE r.state = 'available'
+      AND r.queue = 'ordertimeout_expire'
+      AND r.priority = 1
+    ORDER BY r.scheduled_at
+    LIMIT 1
+$$;
+
+COMMENT ON FUNCTION ordertimeout.next_due() IS 'when the earliest timer row comes due (NULL when there is none)';
+
+CREATE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_wake timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    v_wake := least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep);
+    UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
+
+-- ------------------------------------------------------------------
+-- plpgsql/resolve_conflict.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.resolve_conflict(
+    conflict_id bigint,
+    resolution  text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_conflict ordertimeout.conflicts;
+    v_outcome  text;
+    v_status   text;
+BEGIN
+    IF resolve_conflict.conflict_id IS NULL THEN
+        RAISE EXCEPTION 'conflict_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF resolve_conflict.resolution IS NULL THEN
+        RAISE EXCEPTION 'resolution must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    v_outcome := CASE resolve_conflict.resolution
+                     WHEN 'reinstate' THEN 'reinstated'
+                     WHEN 'refund' THEN 'refunded'
+                     WHEN 'manual' THEN 'manual'
+                 END;
+    IF v_outcome IS NULL THEN
+        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', resolve_conflict.resolution
+            USING ERRCODE = 'OT131';
+    END IF;
+
+    SELECT c.* INTO v_conflict
+    FROM ordertimeout.conflicts AS c
+    WHERE c.conflict_id = resolve_conflict.conflict_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conflict_id % is unknown', resolve_conflict.conflict_id
+            USING ERRCODE = 'OT130';
+    END IF;
+
+    -- Exactly once: a repeat of the same resolution is answered, another one refused.
+    IF v_conflict.resolution IS NOT NULL THEN
+        IF v_conflict.resolution = v_outcome THEN
+            RETURN v_outcome;
+        END IF;
+        RAISE EXCEPTION 'conflict % is already resolved as %', resolve_conflict.conflict_id, v_conflict.resolution
+            USING ERRCODE = 'OT133';
+    END IF;
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = v_conflict.order_id
+    FOR NO KEY UPDATE;
+
+    IF v_outcome = 'reinstated' THEN
+        IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
+            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order)',
+                resolve_conflict.conflict_id, v_conflict.kind, v_status
+                USING ERRCODE = 'OT132';
+        END IF;
+        PERFORM ordertimeout._reclaim(v_conflict.order_id, v_now);
+        UPDATE ordertimeout.orders AS o
+        SET status = 'PAID',
+            paid_at = v_now,
+            cancelled_at = NULL,
+            cancel_cause = NULL,
+            cancel_reason = NULL,
+            closed_at = NULL,
+            deadline_version = o.deadline_version + 1
+        WHERE o.order_id = v_conflict.order_id
+          AND o.status IN ('CANCELLED', 'CLOSED');
+        UPDATE ordertimeout.payments AS p
+        SET status = 'confirmed'
+        WHERE p.payment_id = v_conflict.payment_id;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, 'PAID', 'conflict', v_now,
+            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                               'payment_id', v_conflict.payment_id),
+            webhook => true);
+    ELSE
+        IF v_outcome = 'refunded' THEN
+            UPDATE ordertimeout.payments AS p
+            SET status = 'refunded'
+            WHERE p.payment_id = v_conflict.payment_id;
+        END IF;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                               'payment_id', v_conflict.payment_id),
+            webhook => true);
+    END IF;
+
+    UPDATE ordertimeout.conflicts AS c
+    SET resolution = v_outcome,
+        resolved_at = v_now,
+        resolved_by = ordertimeout._actor()
+    WHERE c.conflict_id = resolve_conflict.conflict_id
+      AND c.resolution IS NULL;
+    RETURN v_outcome;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text) IS
+    'resolves a late or double payment exactly once: reinstate (take the stock back and mark the order paid; OT132 when not possible), refund (the money was returned at the gateway) or manual; returns reinstated, refunded or manual';
+
+-- ------------------------------------------------------------------
+-- plpgsql/admin.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.put_stock(
+    sku text,
+    qty bigint)
+RETURNS ordertimeout.stock
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.stock;
+BEGIN
+    IF put_stock.sku IS NULL THEN
+        RAISE EXCEPTION 'sku must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(put_stock.sku) NOT BETWEEN 1 AND 64 OR put_stock.sku ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'sku must be 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT142';
+    END IF;
+    IF put_stock.qty IS NULL THEN
+        RAISE EXCEPTION 'qty must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_stock.qty NOT BETWEEN 0 AND 1000000000000000 THEN
+        RAISE EXCEPTION 'qty must be between 0 and 10^15, got %', put_stock.qty
+            USING ERRCODE = 'OT143';
+    END IF;
+
+    INSERT INTO ordertimeout.stock AS s (sku, available)
+    VALUES (put_stock.sku, put_stock.qty)
+    ON CONFLICT ON CONSTRAINT stock_pkey DO UPDATE
+    SET available = excluded.available
+    RETURNING s.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_stock(text, bigint) IS
+    'sets the units of sku available to order (creating the sku); reserved and sold are not touched; safe to repeat';
+
+CREATE FUNCTION ordertimeout.put_points(
+    account_id text,
+    balance    bigint)
+RETURNS ordertimeout.points_accounts
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.points_accounts;
+BEGIN
+    IF put_points.account_id IS NULL THEN
+        RAISE EXCEPTION 'account_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(put_points.account_id) NOT BETWEEN 1 AND 64 OR put_points.account_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'account_id must be 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT146';
+    END IF;
+    IF put_points.balance IS NULL THEN
+        RAISE EXCEPTION 'balance must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_points.balance NOT BETWEEN 0 AND 1000000000000000 THEN
+        RAISE EXCEPTION 'balance must be between 0 and 10^15, got %', put_points.balance
+            USING ERRCODE = 'OT143';
+    END IF;
+
+    INSERT INTO ordertimeout.points_accounts AS a (account_id, balance)
+    VALUES (put_points.account_id, put_points.balance)
+    ON CONFLICT ON CONSTRAINT points_accounts_pkey DO UPDATE
+    SET balance = excluded.balance
+    WHERE a.held <= excluded.balance
+    RETURNING a.* INTO v_row;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'balance % is below the % points that live orders hold on account "%"',
+            put_points.balance,
+            (SELECT a.held FROM ordertimeout.points_accounts AS a WHERE a.account_id = put_points.account_id),
+            put_points.account_id
+            USING ERRCODE = 'OT147';
+    END IF;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_points(text, bigint) IS
+    'sets the points balance of an account (creating it); never below what live orders hold; safe to repeat';
+
+CREATE FUNCTION ordertimeout.configure(
+    default_timeout interval DEFAULT NULL,
+    grace           interval DEFAULT NULL,
+    paying_window   interval DEFAULT NULL,
+    precheck        text DEFAULT NULL,
+    late_payment    text DEFAULT NULL,
+    webhooks        boolean DEFAULT NULL,
+    remind_before   interval DEFAULT NULL)
+RETURNS ordertimeout.settings
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.settings;
+BEGIN
+    IF configure.default_timeout <= interval '0' OR configure.default_timeout > interval '30 days' THEN
+        RAISE EXCEPTION 'default_timeout must be more than 0 and at most 30 days, got %', configure.default_timeout
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.grace < interval '0' OR configure.grace > interval '1 day' THEN
+        RAISE EXCEPTION 'grace must be between 0 and 1 day, got %', configure.grace
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.paying_window <= interval '0' OR configure.paying_window > interval '30 days' THEN
+        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', configure.paying_window
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.precheck NOT IN ('attempted', 'always', 'never') THEN
+        RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', configure.precheck
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', configure.late_payment
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.remind_before < interval '0' THEN
+        RAISE EXCEPTION 'remind_before must not be negative (0 turns reminders off), got %', configure.remind_before
+            USING ERRCODE = 'OT145';
+    END IF;
+
+    UPDATE ordertimeout.settings AS s
+    SET default_timeout = coalesce(configure.default_timeout, s.default_timeout),
+        grace = coalesce(configure.grace, s.grace),
+        paying_window = coalesce(configure.paying_window, s.paying_window),
+        precheck = coalesce(configure.precheck, s.precheck),
+        late_payment = coalesce(configure.late_payment, s.late_payment),
+        webhooks = coalesce(configure.webhooks, s.webhooks),
+        remind_before = CASE
+                            WHEN configure.remind_before IS NULL THEN s.remind_before
+                            WHEN configure.remind_before = interval '0' THEN NULL
+                            ELSE configure.remind_before
+                        END
+    RETURNING s.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval) IS
+    'changes settings; a NULL argument leaves that setting as it is; returns the settings';
+
+-- ------------------------------------------------------------------
+-- plpgsql/reading.sql
+-- ------------------------------------------------------------------
+
+CREATE FUNCTION ordertimeout.order_info(order_id text)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._require_order(order_info.order_id);
+    RETURN ordertimeout._order_state(order_info.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.order_info(text) IS 'one order: status, deadlines, items, holds, open conflicts';
+
+CREATE FUNCTION ordertimeout.order_events(order_id text)
+RETURNS TABLE (
+    event_id    bigint,
+    from_status text,
+    to_status   text,
+    cause       text,
+    actor       text,
+    lateness    interval,
+    at          timestamptz,
+    detail      jsonb)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._require_order(order_events.order_id);
+    RETURN QUERY
+    SELECT e.event_id, e.from_status, e.to_status, e.cause, e.actor, e.lateness, e.at, e.detail
+    FROM ordertimeout.events AS e
+    WHERE e.order_id = order_events.order_id
+    ORDER BY e.event_id;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.order_events(text) IS 'the history of one order, oldest first: why it is in the state it is in';
+
+CREATE FUNCTION ordertimeout.order_payments(order_id text)
+RETURNS TABLE (
+    payment_id   text,
+    status       text,
+    amount       numeric,
+    started_at   timestamptz,
+    confirmed_at timestamptz,
+    failed_at    timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._require_order(order_payments.order_id);
+    RETURN QUERY
+    SELECT p.payment_id, p.status, p.amount, p.started_at, p.confirmed_at, p.failed_at
+    FROM ordertimeout.payments AS p
+    WHERE p.order_id = order_payments.order_id
+    ORDER BY coalesce(p.started_at, p.confirmed_at), p.payment_id;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.order_payments(text) IS 'the payment attempts of one order';
+
+-- ------------------------------------------------------------------
+-- sql/grants.sql
+-- ------------------------------------------------------------------
+
+-- Privileges. Every function is SECURITY DEFINER or private, so no role needs
+-- any table privilege to use the API. Nothing is executable by PUBLIC.
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ordertimeout FROM PUBLIC;
+REVOKE ALL ON SCHEMA ordertimeout FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+
+-- The application: the order lifecycle and reading one order.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.create_order(text, jsonb, interval, jsonb),
+    ordertimeout.begin_payment(text, text, interval),
+    ordertimeout.confirm_payment(text, text, numeric),
+    ordertimeout.fail_payment(text, text),
+    ordertimeout.cancel_order(text, text),
+    ordertimeout.extend_deadline(text, interval),
+    ordertimeout.order_info(text),
+    ordertimeout.order_events(text),
+    ordertimeout.order_payments(text)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+
+-- The sidecar: the sweep, gateway checks, conflicts, and the stats views.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.sweep_due(integer),
+    ordertimeout.cancel_due(integer),
+    ordertimeout.preview_due(integer),
+    ordertimeout.cancel_checked(text, integer),
+    ordertimeout.next_due(),
+    ordertimeout.plan_sleep(interval),
+    ordertimeout.resolve_conflict(bigint, text),
+    ordertimeout.close_cancelled(interval, integer)
+TO ordertimeout_sidecar, ordertimeout_admin;
+
+GRANT SELECT ON
+    ordertimeout.order_counts,
+    ordertimeout.sweep_stats,
+    ordertimeout.cancel_lag,
+    ordertimeout.settings
+TO ordertimeout_sidecar, ordertimeout_admin;
+
+-- The administrator: stock, points, settings, and reading every table.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.put_stock(text, bigint),
+    ordertimeout.put_points(text, bigint),
+    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval)
+TO ordertimeout_admin;
+
+GRANT SELECT ON ALL TABLES IN SCHEMA ordertimeout TO ordertimeout_admin;
+
+-- River's client in the sidecar reads and writes River's tables.
+DO $river$
+DECLARE
+    v_name text;
+BEGIN
+    FOR v_name IN
+        SELECT c.relname
+        FROM pg_catalog.pg_class AS c
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public'
+          AND c.relname LIKE 'river\_%'
+          AND c.relkind = 'r'
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO ordertimeout_sidecar', v_name);
+    END LOOP;
+    FOR v_name IN
+        SELECT c.relname
+        FROM pg_catalog.pg_class AS c
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public'
+          AND c.relname LIKE 'river\_%'
+          AND c.relkind = 'S'
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE public.%I TO ordertimeout_sidecar', v_name);
+    END LOOP;
+END
+$river$;

@@ -1,0 +1,179 @@
+CREATE FUNCTION ordertimeout.cancel_order(
+    order_id text,
+    reason   text DEFAULT 'requested')
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_timer     bigint;
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._check_order_id(cancel_order.order_id);
+    IF cancel_order.reason IS NULL THEN
+        RAISE EXCEPTION 'reason must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(cancel_order.reason) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'reason must be 1 to 200 characters, got %', char_length(cancel_order.reason)
+            USING ERRCODE = 'OT144';
+    END IF;
+
+    SELECT o.timer_job_id INTO v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = cancel_order.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', cancel_order.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_order.order_id], NULL, ARRAY['requested'],
+                                     cancel_order.reason, false);
+    IF v_cancelled THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_order(text, text) IS
+    'PENDING -> CANCELLED and release, in one transaction; returns whether this call cancelled the order';
+
+CREATE FUNCTION ordertimeout.extend_deadline(
+    order_id text,
+    by       interval)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_timer   bigint;
+    v_version integer;
+    v_job_id  bigint;
+    v_expire  timestamptz;
+    v_cancel  timestamptz;
+BEGIN
+    PERFORM ordertimeout._check_order_id(extend_deadline.order_id);
+    IF extend_deadline.by IS NULL THEN
+        RAISE EXCEPTION 'by must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF extend_deadline.by <= interval '0' OR extend_deadline.by > interval '30 days' THEN
+        RAISE EXCEPTION 'by must be more than 0 and at most 30 days, got %', extend_deadline.by
+            USING ERRCODE = 'OT141';
+    END IF;
+
+    SELECT o.status, o.timer_job_id INTO v_status, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = extend_deadline.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', extend_deadline.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    -- A new version: the old timer row (and any gateway check in flight) can
+    -- no longer act on this order.
+    UPDATE ordertimeout.orders AS o
+    SET expire_at = o.expire_at + extend_deadline.by,
+        cancel_at = o.cancel_at + extend_deadline.by,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = extend_deadline.order_id
+      AND o.status = 'PENDING'
+    RETURNING o.deadline_version, o.timer_job_id, o.expire_at, o.cancel_at
+    INTO v_version, v_job_id, v_expire, v_cancel;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" is %: only a PENDING order can be given more time', extend_deadline.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', extend_deadline.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._drop_timer(v_timer);
+    PERFORM ordertimeout._log_event(extend_deadline.order_id, 'PENDING', 'PENDING', 'requested', v_now,
+        jsonb_build_object('extended_by_seconds', extract(epoch FROM extend_deadline.by), 'expire_at', v_expire));
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    RETURN ordertimeout._order_state(extend_deadline.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.extend_deadline(text, interval) IS
+    'gives a PENDING order more time; bumps its deadline version so its old timer cannot act (fencing)';
+
+CREATE FUNCTION ordertimeout.close_cancelled(
+    older_than interval,
+    max        integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    v_actor  text := ordertimeout._actor();
+    v_closed integer;
+BEGIN
+    IF close_cancelled.older_than IS NULL THEN
+        RAISE EXCEPTION 'older_than must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF close_cancelled.older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
+            USING ERRCODE = 'OT141';
+    END IF;
+    IF close_cancelled.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF close_cancelled.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', close_cancelled.max
+            USING ERRCODE = 'OT140';
+    END IF;
+
+    WITH candidates AS (
+        SELECT o.order_id
+        FROM ordertimeout.orders AS o
+        WHERE o.status = 'CANCELLED'
+          AND o.cancelled_at < v_now - close_cancelled.older_than
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                           WHERE c.order_id = o.order_id AND c.resolution IS NULL)
+        ORDER BY o.cancelled_at
+        LIMIT close_cancelled.max
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), closed AS (
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CLOSED',
+            closed_at = v_now,
+            deadline_version = o.deadline_version + 1
+        FROM candidates AS c
+        WHERE o.order_id = c.order_id
+          AND o.status = 'CANCELLED'
+        RETURNING o.order_id
+    )
+    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at)
+    SELECT c.order_id, 'CANCELLED', 'CLOSED', 'admin', v_actor, v_now
+    FROM closed AS c;
+    GET DIAGNOSTICS v_closed = ROW_COUNT;
+    RETURN v_closed;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.close_cancelled(interval, integer) IS
+    'CANCELLED -> CLOSED for orders cancelled longer ago than older_than and with no open conflict, at most max of them; returns how many';

@@ -1,0 +1,164 @@
+CREATE FUNCTION ordertimeout.create_order(
+    order_id text,
+    items    jsonb,
+    timeout  interval DEFAULT NULL,
+    options  jsonb DEFAULT '{}')
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_settings ordertimeout.settings;
+    v_items    jsonb;
+    v_options  jsonb;
+    v_request  jsonb;
+    v_existing jsonb;
+    v_expire   timestamptz;
+    v_cancel   timestamptz;
+    v_job_id   bigint;
+    v_skus     text[];
+    v_qtys     integer[];
+    v_found    integer;
+    v_short    text;
+    v_missing  text;
+    v_coupon   text;
+    v_account  text;
+    v_points   bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(create_order.order_id);
+    v_items := ordertimeout._normalize_items(create_order.items);
+    v_options := ordertimeout._normalize_options(create_order.options);
+    IF create_order.timeout IS NOT NULL
+       AND (create_order.timeout <= interval '0' OR create_order.timeout > interval '30 days') THEN
+        RAISE EXCEPTION 'timeout must be more than 0 and at most 30 days, got %', create_order.timeout
+            USING ERRCODE = 'OT113';
+    END IF;
+
+    SELECT * INTO v_settings FROM ordertimeout.settings;
+    v_expire := v_now + coalesce(create_order.timeout, v_settings.default_timeout);
+    v_cancel := v_expire + v_settings.grace;
+    v_coupon := v_options ->> 'coupon';
+    v_account := v_options ->> 'points_account';
+    v_points := (v_options ->> 'points')::bigint;
+    v_request := jsonb_build_object(
+        'items', v_items,
+        'timeout', extract(epoch FROM create_order.timeout),
+        'options', v_options);
+
+    -- The order row and the id of its timer row. Same id again: the existing
+    -- order if the content is the same, an error if not.
+    INSERT INTO ordertimeout.orders AS o (
+        order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
+        amount, currency, coupon_id, points_account, points, request)
+    VALUES (
+        create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
+        v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
+        v_coupon, v_account, v_points, v_request)
+    ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
+    RETURNING o.timer_job_id INTO v_job_id;
+
+    IF v_job_id IS NULL THEN
+        SELECT o.request INTO v_existing FROM ordertimeout.orders AS o WHERE o.order_id = create_order.order_id;
+        IF v_existing = v_request THEN
+            RETURN ordertimeout._order_state(create_order.order_id, false);
+        END IF;
+        RAISE EXCEPTION 'order_id "%" already exists with other items, timeout or options', create_order.order_id
+            USING ERRCODE = 'OT115';
+    END IF;
+
+    -- Reserve stock, all or nothing. Rows are locked in sku order.
+    SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
+           array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
+    INTO v_skus, v_qtys
+    FROM jsonb_array_elements(v_items) AS e;
+
+    SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
+    INTO v_found, v_short
+    FROM (SELECT s.sku, s.available, r.qty
+            FROM ordertimeout.stock AS s
+            JOIN unnest(v_skus, v_qtys) AS r(sku, qty) ON r.sku = s.sku
+           ORDER BY s.sku
+             FOR NO KEY UPDATE OF s) AS l;
+
+    IF v_found < cardinality(v_skus) THEN
+        SELECT r.sku INTO v_missing
+        FROM unnest(v_skus) AS r(sku)
+        WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.stock AS s WHERE s.sku = r.sku)
+        ORDER BY 1
+        LIMIT 1;
+        RAISE EXCEPTION 'items: sku "%" is unknown', v_missing
+            USING ERRCODE = 'OT108';
+    END IF;
+    IF v_short IS NOT NULL THEN
+        RAISE EXCEPTION 'items: not enough stock of sku "%" (% available, % requested)', v_short,
+            (SELECT s.available FROM ordertimeout.stock AS s WHERE s.sku = v_short),
+            (SELECT r.qty FROM unnest(v_skus, v_qtys) AS r(sku, qty) WHERE r.sku = v_short)
+            USING ERRCODE = 'OT109';
+    END IF;
+
+    UPDATE ordertimeout.stock AS s
+    SET available = s.available - r.qty,
+        reserved = s.reserved + r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty)
+    WHERE s.sku = r.sku;
+
+    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
+    SELECT create_order.order_id, r.sku, r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
+
+    IF v_coupon IS NOT NULL THEN
+        INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at)
+        VALUES (create_order.order_id, v_coupon, v_now)
+        ON CONFLICT (coupon_id) WHERE released_at IS NULL DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'options.coupon "%" is already held by another order', v_coupon
+                USING ERRCODE = 'OT110';
+        END IF;
+    END IF;
+
+    IF v_account IS NOT NULL THEN
+        UPDATE ordertimeout.points_accounts AS a
+        SET held = a.held + v_points
+        WHERE a.account_id = v_account
+          AND a.balance - a.held >= v_points;
+        IF NOT FOUND THEN
+            IF NOT EXISTS (SELECT 1 FROM ordertimeout.points_accounts AS a WHERE a.account_id = v_account) THEN
+                RAISE EXCEPTION 'options.points_account "%" is unknown', v_account
+                    USING ERRCODE = 'OT111';
+            END IF;
+            RAISE EXCEPTION 'options.points % exceed the free points of account "%"', v_points, v_account
+                USING ERRCODE = 'OT112';
+        END IF;
+        INSERT INTO ordertimeout.points_holds (order_id, account_id, points, held_at)
+        VALUES (create_order.order_id, v_account, v_points, v_now);
+    END IF;
+
+    -- The timeout: a River job row in the same transaction, in a queue no River
+    -- client serves; sweep_due claims it once cancel_at has come.
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
+       AND v_expire - v_settings.remind_before > v_now THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
+            'ordertimeout',
+            v_expire - v_settings.remind_before);
+    END IF;
+
+    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    RETURN ordertimeout._order_state(create_order.order_id, true);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.create_order(text, jsonb, interval, jsonb) IS
+    'places a PENDING order: reserves every item''s stock all or nothing, holds the coupon and points of options, schedules its timeout in the same transaction; idempotent on order_id';

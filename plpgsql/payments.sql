@@ -1,0 +1,296 @@
+CREATE FUNCTION ordertimeout.begin_payment(
+    order_id      text,
+    payment_id    text,
+    paying_window interval DEFAULT NULL)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now         timestamptz := clock_timestamp();
+    v_window      interval;
+    v_status      text;
+    v_expire      timestamptz;
+    v_timer       bigint;
+    v_pay_order   text;
+    v_pay_status  text;
+    v_until       timestamptz;
+    v_job_id      bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(begin_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
+    IF begin_payment.paying_window IS NOT NULL
+       AND (begin_payment.paying_window <= interval '0' OR begin_payment.paying_window > interval '30 days') THEN
+        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', begin_payment.paying_window
+            USING ERRCODE = 'OT125';
+    END IF;
+    v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
+
+    SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = begin_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', begin_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = begin_payment.payment_id;
+    IF FOUND THEN
+        IF v_pay_order <> begin_payment.order_id THEN
+            RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+                USING ERRCODE = 'OT124';
+        END IF;
+        IF v_status = 'PAYING' AND v_pay_status = 'started' THEN
+            RETURN ordertimeout._order_state(begin_payment.order_id, false);   -- the same call again
+        END IF;
+        RAISE EXCEPTION 'payment_id "%" is already %; order "%" is %',
+            begin_payment.payment_id, v_pay_status, begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    IF v_status NOT IN ('PENDING', 'PAYING') THEN
+        RAISE EXCEPTION 'order "%" is %: it takes no payment', begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+    IF v_expire <= v_now THEN
+        RAISE EXCEPTION 'order "%" expired at %: start no payment for it', begin_payment.order_id, v_expire
+            USING ERRCODE = 'OT122';
+    END IF;
+
+    -- The payment check at paying_until: the sidecar asks the gateway.
+    v_until := v_now + v_window;
+    v_job_id := ordertimeout._insert_job(
+        'ordertimeout_payment_check',
+        jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
+        'ordertimeout',
+        v_until);
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAYING',
+        paying_until = greatest(o.paying_until, v_until),
+        payment_attempted = true,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = v_job_id,
+        check_job_id = NULL
+    WHERE o.order_id = begin_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING')
+      AND o.expire_at > v_now;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" changed while starting the payment', begin_payment.order_id
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now);
+
+    IF v_status = 'PENDING' THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until));
+
+    RETURN ordertimeout._order_state(begin_payment.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
+
+CREATE FUNCTION ordertimeout.confirm_payment(
+    order_id   text,
+    payment_id text,
+    amount     numeric DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_amount     numeric;
+    v_timer      bigint;
+    v_pay_order  text;
+    v_pay_status text;
+    v_conflict   bigint;
+    v_kind       text;
+BEGIN
+    PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
+    IF confirm_payment.amount < 0 THEN
+        RAISE EXCEPTION 'amount must be >= 0, got %', confirm_payment.amount
+            USING ERRCODE = 'OT126';
+    END IF;
+
+    -- The order row lock serializes every transition of this order.
+    SELECT o.status, o.amount, o.timer_job_id INTO v_status, v_amount, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = confirm_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', confirm_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = confirm_payment.payment_id;
+    IF FOUND AND v_pay_order <> confirm_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', confirm_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    -- The same confirmation again: the same answer, nothing written.
+    IF v_pay_status = 'confirmed' THEN
+        RETURN 'paid';
+    ELSIF v_pay_status IN ('late', 'refunded') THEN
+        RETURN 'conflict';
+    END IF;
+
+    IF confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount THEN
+        RAISE EXCEPTION 'amount % does not match the amount % of order "%"',
+            confirm_payment.amount, v_amount, confirm_payment.order_id
+            USING ERRCODE = 'OT126';
+    END IF;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAID',
+        paid_at = v_now,
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = NULL,
+        check_job_id = NULL
+    WHERE o.order_id = confirm_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING');
+
+    IF FOUND THEN
+        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount, v_now)
+        ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+        SET status = 'confirmed',
+            amount = coalesce(excluded.amount, p.amount),
+            confirmed_at = excluded.confirmed_at;
+        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
+        PERFORM ordertimeout._drop_timer(v_timer);
+        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
+            webhook => true);
+        RETURN 'paid';
+    END IF;
+
+    -- Money for an order that can no longer take it: never dropped, never
+    -- re-opening the order on its own. A conflict row, and a wake-up.
+    v_kind := CASE WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment' ELSE 'late_payment' END;
+    INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
+    ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+    SET status = 'late',
+        amount = coalesce(excluded.amount, p.amount),
+        confirmed_at = excluded.confirmed_at;
+    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, detected_at)
+    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_now)
+    RETURNING conflict_id INTO v_conflict;
+    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, v_status, 'payment', v_now,
+        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
+        webhook => true);
+    PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    RETURN 'conflict';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
+    'PENDING/PAYING -> PAID (returns paid); on a cancelled or already paid order records a conflict and notifies (returns conflict); a repeat returns the same answer and writes nothing';
+
+CREATE FUNCTION ordertimeout.fail_payment(
+    order_id   text,
+    payment_id text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_pay_order  text;
+    v_pay_status text;
+    v_version    integer;
+    v_job_id     bigint;
+    v_cancel     timestamptz;
+BEGIN
+    PERFORM ordertimeout._check_order_id(fail_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = fail_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', fail_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = fail_payment.payment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" is unknown', fail_payment.payment_id
+            USING ERRCODE = 'OT127';
+    END IF;
+    IF v_pay_order <> fail_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', fail_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    IF v_pay_status <> 'started' THEN
+        RETURN 'ignored';
+    END IF;
+
+    UPDATE ordertimeout.payments AS p
+    SET status = 'failed',
+        failed_at = v_now
+    WHERE p.payment_id = fail_payment.payment_id
+      AND p.status = 'started';
+
+    IF v_status <> 'PAYING' THEN
+        RETURN 'ignored';
+    END IF;
+    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                WHERE p.order_id = fail_payment.order_id AND p.status = 'started') THEN
+        RETURN 'paying';   -- another attempt is still in flight
+    END IF;
+
+    -- Back to PENDING: the order's own timeout applies again, with a new timer
+    -- row for the new version (due at once if cancel_at has passed).
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PENDING',
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = fail_payment.order_id
+      AND o.status = 'PAYING'
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', fail_payment.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    PERFORM ordertimeout._log_event(fail_payment.order_id, 'PAYING', 'PENDING', 'payment', v_now,
+        jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true));
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    RETURN 'pending';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.fail_payment(text, text) IS
+    'marks a started payment failed; PAYING -> PENDING when no other attempt is in flight (returns pending, paying or ignored)';

@@ -1,0 +1,283 @@
+-- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
+-- cancels their orders set-based, in one transaction. Any number of sessions
+-- may run it at once; each due order is cancelled by exactly one of them.
+CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
+RETURNS TABLE (
+    claimed         integer,
+    cancelled       integer,
+    caught_by_sweep integer,
+    checks          integer,
+    moot            integer)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_precheck  text;
+    v_job_ids   bigint[];
+    v_ids       text[];
+    v_versions  integer[];
+    v_lost_ids  text[] := '{}';
+    v_lost_vers integer[] := '{}';
+    v_causes    text[];
+    v_timers    integer;
+    v_lost      integer;
+    v_cancelled integer;
+    v_caught    integer;
+    v_checks    integer;
+BEGIN
+    IF sweep_due.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF sweep_due.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', sweep_due.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
+    SELECT coalesce(array_agg(j.id), '{}'),
+           coalesce(array_agg(j.args ->> 'order_id'), '{}'),
+           coalesce(array_agg((j.args ->> 'version')::integer), '{}')
+    INTO v_job_ids, v_ids, v_versions
+    FROM (SELECT r.id, r.args
+            FROM public.river_job AS r
+           WHERE r.state = 'available'
+             AND r.queue = 'ordertimeout_expire'
+             AND r.priority = 1
+             AND r.scheduled_at <= v_now
+           ORDER BY r.scheduled_at, r.id
+           LIMIT sweep_due.max
+             FOR UPDATE SKIP LOCKED) AS j;
+    v_timers := cardinality(v_job_ids);
+
+    -- 2. The fallback: PENDING orders past cancel_at whose timer row is gone.
+    -- Run only when the timer rows did not fill the batch, so a backlog is
+    -- never scanned twice; orders whose timer another session holds still
+    -- have their row and are skipped.
+    IF v_timers < sweep_due.max THEN
+        SELECT coalesce(array_agg(l.order_id), '{}'), coalesce(array_agg(l.deadline_version), '{}')
+        INTO v_lost_ids, v_lost_vers
+        FROM (SELECT o.order_id, o.deadline_version
+                FROM ordertimeout.orders AS o
+               WHERE o.status = 'PENDING'
+                 AND o.check_job_id IS NULL
+                 AND o.cancel_at <= v_now
+                 AND NOT EXISTS (SELECT 1
+                                   FROM public.river_job AS r
+                                  WHERE r.id = o.timer_job_id
+                                    AND r.finalized_at IS NULL)
+               ORDER BY o.cancel_at
+               LIMIT sweep_due.max - v_timers
+                 FOR NO KEY UPDATE SKIP LOCKED) AS l;
+    END IF;
+    v_lost := cardinality(v_lost_ids);
+
+    v_ids := v_ids || v_lost_ids;
+    v_versions := v_versions || v_lost_vers;
+    v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[v_lost]);
+
+    -- 3. Orders whose policy wants the gateway asked first get a check job
+    -- (worked by the sidecar) instead of a cancel.
+    WITH checking AS (
+        UPDATE ordertimeout.orders AS o
+        SET check_job_id = nextval('public.river_job_id_seq'),
+            timer_job_id = NULL
+        FROM unnest(v_ids, v_versions) AS t(order_id, version)
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND CASE coalesce(o.precheck, v_precheck)
+                  WHEN 'always' THEN true
+                  WHEN 'never' THEN false
+                  ELSE o.payment_attempted
+              END
+        RETURNING o.order_id, o.check_job_id, o.deadline_version
+    )
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    SELECT c.check_job_id, 'ordertimeout_precancel_check',
+           jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version),
+           'ordertimeout', 'available', v_now
+    FROM checking AS c;
+    GET DIAGNOSTICS v_checks = ROW_COUNT;
+
+    -- 4. Cancel and release the rest, set-based.
+    SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
+    INTO v_cancelled, v_caught
+    FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
+
+    -- 5. Every claimed timer row has done its work or can no longer act.
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
+
+    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks, v_timers + v_lost - v_cancelled - v_checks;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row was lost; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (handed to the gateway check), moot (timer rows that could no longer act)';
+
+CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.cancelled FROM ordertimeout.sweep_due(max) AS s
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_due(integer) IS
+    'cancels up to max due orders in one transaction and returns how many; safe from any number of sessions at once; runnable from pg_cron';
+
+CREATE FUNCTION ordertimeout.preview_due(max integer DEFAULT 100)
+RETURNS TABLE (
+    order_id         text,
+    cancel_at        timestamptz,
+    overdue          interval,
+    deadline_version integer,
+    found_by         text,
+    action           text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_precheck text;
+BEGIN
+    IF preview_due.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF preview_due.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', preview_due.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    RETURN QUERY
+    SELECT d.order_id, d.cancel_at, v_now - d.cancel_at, d.deadline_version, d.found_by,
+           CASE WHEN CASE coalesce(d.precheck, v_precheck)
+                         WHEN 'always' THEN true
+                         WHEN 'never' THEN false
+                         ELSE d.payment_attempted
+                     END
+                THEN 'check' ELSE 'cancel' END
+    FROM (
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
+           FROM public.river_job AS r
+           JOIN ordertimeout.orders AS o
+             ON o.order_id = r.args ->> 'order_id'
+            AND o.deadline_version = (r.args ->> 'version')::integer
+            AND o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+          WHERE r.state = 'available'
+            AND r.queue = 'ordertimeout_expire'
+            AND r.priority = 1
+            AND r.scheduled_at <= v_now
+          ORDER BY r.scheduled_at
+          LIMIT preview_due.max)
+        UNION ALL
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'sweep'::text, o.precheck, o.payment_attempted
+           FROM ordertimeout.orders AS o
+          WHERE o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+            AND o.cancel_at <= v_now
+            AND NOT EXISTS (SELECT 1
+                              FROM public.river_job AS r
+                             WHERE r.id = o.timer_job_id
+                               AND r.finalized_at IS NULL)
+          ORDER BY o.cancel_at
+          LIMIT preview_due.max)
+    ) AS d
+    ORDER BY d.cancel_at, d.order_id
+    LIMIT preview_due.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.preview_due(integer) IS
+    'dry run of sweep_due: the orders it would cancel (action cancel) or hand to a gateway check (action check) now, found by their timer row or by the fallback sweep; changes nothing';
+
+-- For the sidecar's gateway check: cancels the order as a timeout if it is
+-- still PENDING at the version the check was made for.
+CREATE FUNCTION ordertimeout.cancel_checked(
+    order_id         text,
+    deadline_version integer)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._require_order(cancel_checked.order_id);
+    IF cancel_checked.deadline_version IS NULL THEN
+        RAISE EXCEPTION 'deadline_version must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
+                                     ARRAY['timeout'], 'gateway check: not paid', false);
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
+    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version';
+
+CREATE FUNCTION ordertimeout.next_due()
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.scheduled_at
+    FROM public.river_job AS r
+    WHERE r.state = 'available'
+      AND r.queue = 'ordertimeout_expire'
+      AND r.priority = 1
+    ORDER BY r.scheduled_at
+    LIMIT 1
+$$;
+
+COMMENT ON FUNCTION ordertimeout.next_due() IS 'when the earliest timer row comes due (NULL when there is none)';
+
+CREATE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_wake timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    v_wake := least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep);
+    UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';

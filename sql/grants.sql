@@ -1,0 +1,78 @@
+-- Privileges. Every function is SECURITY DEFINER or private, so no role needs
+-- any table privilege to use the API. Nothing is executable by PUBLIC.
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ordertimeout FROM PUBLIC;
+REVOKE ALL ON SCHEMA ordertimeout FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+
+-- The application: the order lifecycle and reading one order.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.create_order(text, jsonb, interval, jsonb),
+    ordertimeout.begin_payment(text, text, interval),
+    ordertimeout.confirm_payment(text, text, numeric),
+    ordertimeout.fail_payment(text, text),
+    ordertimeout.cancel_order(text, text),
+    ordertimeout.extend_deadline(text, interval),
+    ordertimeout.order_info(text),
+    ordertimeout.order_events(text),
+    ordertimeout.order_payments(text)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+
+-- The sidecar: the sweep, gateway checks, conflicts, and the stats views.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.sweep_due(integer),
+    ordertimeout.cancel_due(integer),
+    ordertimeout.preview_due(integer),
+    ordertimeout.cancel_checked(text, integer),
+    ordertimeout.next_due(),
+    ordertimeout.plan_sleep(interval),
+    ordertimeout.resolve_conflict(bigint, text),
+    ordertimeout.close_cancelled(interval, integer)
+TO ordertimeout_sidecar, ordertimeout_admin;
+
+GRANT SELECT ON
+    ordertimeout.order_counts,
+    ordertimeout.sweep_stats,
+    ordertimeout.cancel_lag,
+    ordertimeout.settings
+TO ordertimeout_sidecar, ordertimeout_admin;
+
+-- The administrator: stock, points, settings, and reading every table.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.put_stock(text, bigint),
+    ordertimeout.put_points(text, bigint),
+    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval)
+TO ordertimeout_admin;
+
+GRANT SELECT ON ALL TABLES IN SCHEMA ordertimeout TO ordertimeout_admin;
+
+-- River's client in the sidecar reads and writes River's tables.
+DO $river$
+DECLARE
+    v_name text;
+BEGIN
+    FOR v_name IN
+        SELECT c.relname
+        FROM pg_catalog.pg_class AS c
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public'
+          AND c.relname LIKE 'river\_%'
+          AND c.relkind = 'r'
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON public.%I TO ordertimeout_sidecar', v_name);
+    END LOOP;
+    FOR v_name IN
+        SELECT c.relname
+        FROM pg_catalog.pg_class AS c
+        JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public'
+          AND c.relname LIKE 'river\_%'
+          AND c.relkind = 'S'
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE public.%I TO ordertimeout_sidecar', v_name);
+    END LOOP;
+END
+$river$;

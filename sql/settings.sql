@@ -1,0 +1,45 @@
+-- Settings: one row, changed with ordertimeout.configure().
+
+CREATE TABLE ordertimeout.settings (
+    singleton       boolean     NOT NULL DEFAULT true,
+    default_timeout interval    NOT NULL DEFAULT interval '30 minutes',
+    grace           interval    NOT NULL DEFAULT interval '60 seconds',
+    paying_window   interval    NOT NULL DEFAULT interval '15 minutes',
+    precheck        text        NOT NULL DEFAULT 'attempted',
+    late_payment    text        NOT NULL DEFAULT 'reinstate',
+    webhooks        boolean     NOT NULL DEFAULT false,
+    remind_before   interval,
+    CONSTRAINT settings_single_row PRIMARY KEY (singleton),
+    CONSTRAINT settings_singleton_is_true CHECK (singleton),
+    CONSTRAINT settings_default_timeout_in_range
+        CHECK (default_timeout > interval '0' AND default_timeout <= interval '30 days'),
+    CONSTRAINT settings_grace_in_range
+        CHECK (grace >= interval '0' AND grace <= interval '1 day'),
+    CONSTRAINT settings_paying_window_in_range
+        CHECK (paying_window > interval '0' AND paying_window <= interval '30 days'),
+    CONSTRAINT settings_precheck_known
+        CHECK (precheck IN ('attempted', 'always', 'never')),
+    CONSTRAINT settings_late_payment_known
+        CHECK (late_payment IN ('reinstate', 'refund', 'manual')),
+    CONSTRAINT settings_remind_before_positive
+        CHECK (remind_before IS NULL OR remind_before > interval '0')
+);
+
+COMMENT ON TABLE ordertimeout.settings IS 'the one row of settings; change it with ordertimeout.configure()';
+COMMENT ON COLUMN ordertimeout.settings.grace IS 'cancel_at = expire_at + grace: lets in-flight payment callbacks land first';
+COMMENT ON COLUMN ordertimeout.settings.precheck IS
+    'which orders are checked with the payment gateway before a timeout cancels them: attempted (a payment was started), always, never';
+COMMENT ON COLUMN ordertimeout.settings.late_payment IS 'how the sidecar resolves a payment confirmed after the cancel';
+
+INSERT INTO ordertimeout.settings DEFAULT VALUES;
+
+-- Sweep state: one row. wake_at is the moment the sleeping sweepers will wake
+-- up on their own; an order whose deadline comes sooner sends a wake-up.
+CREATE TABLE ordertimeout.sweep_state (
+    singleton boolean     NOT NULL DEFAULT true,
+    wake_at   timestamptz NOT NULL DEFAULT '-infinity',
+    CONSTRAINT sweep_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT sweep_state_singleton_is_true CHECK (singleton)
+) WITH (fillfactor = 50);
+
+INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;

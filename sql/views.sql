@@ -1,0 +1,57 @@
+-- Read-side views for operators and the sidecar's metrics.
+
+CREATE VIEW ordertimeout.order_counts AS
+SELECT
+    o.status,
+    count(*) AS orders
+FROM ordertimeout.orders AS o
+GROUP BY o.status;
+
+COMMENT ON VIEW ordertimeout.order_counts IS 'orders per status (a full count: for dashboards, not for hot paths)';
+
+CREATE VIEW ordertimeout.sweep_stats AS
+SELECT
+    (SELECT count(*)
+       FROM public.river_job AS r
+      WHERE r.state = 'available'
+        AND r.queue = 'ordertimeout_expire'
+        AND r.priority = 1
+        AND r.scheduled_at <= now()) AS due_timers,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL
+        AND o.cancel_at <= now()) AS overdue_orders,
+    (SELECT min(o.cancel_at)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL) AS oldest_pending_cancel_at,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NOT NULL) AS awaiting_check,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PAYING') AS paying,
+    (SELECT count(*)
+       FROM ordertimeout.events AS e
+      WHERE e.cause = 'sweep') AS caught_by_sweep,
+    (SELECT count(*)
+       FROM ordertimeout.conflicts AS c
+      WHERE c.resolution IS NULL) AS open_conflicts;
+
+COMMENT ON VIEW ordertimeout.sweep_stats IS
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts';
+
+CREATE VIEW ordertimeout.cancel_lag AS
+SELECT
+    e.order_id,
+    e.cause,
+    e.lateness,
+    e.at
+FROM ordertimeout.events AS e
+WHERE e.cause IN ('timeout', 'sweep')
+  AND e.to_status = 'CANCELLED';
+
+COMMENT ON VIEW ordertimeout.cancel_lag IS
+    'how late each timeout cancel came (cancelled_at - cancel_at), by database timestamps; filter on at';
