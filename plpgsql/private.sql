@@ -13,20 +13,6 @@ $$;
 COMMENT ON FUNCTION ordertimeout._actor() IS
     'who acts: the ordertimeout.actor setting of the session if set (SET ordertimeout.actor = ''user:42''), else the login role';
 
-CREATE FUNCTION ordertimeout._require(field text, value anyelement)
-RETURNS void
-LANGUAGE plpgsql
-IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF value IS NULL THEN
-        RAISE EXCEPTION '% must not be null', field
-            USING ERRCODE = 'OT100';
-    END IF;
-END
-$$;
-
 CREATE FUNCTION ordertimeout._check_order_id(order_id text)
 RETURNS void
 LANGUAGE plpgsql
@@ -275,9 +261,11 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
-    SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id), 'ordertimeout', 'available', now()
-    FROM unnest(event_ids) AS e(event_id)
-    WHERE (SELECT s.webhooks FROM ordertimeout.settings AS s)
+    SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
+           'ordertimeout', 'available', now()
+    FROM ordertimeout.events AS e
+    WHERE e.event_id = ANY (event_ids)
+      AND (SELECT s.webhooks FROM ordertimeout.settings AS s)
 $$;
 
 -- Appends one event and returns its id.

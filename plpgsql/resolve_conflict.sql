@@ -103,3 +103,37 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text) IS
     'resolves a late or double payment exactly once: reinstate (take the stock back and mark the order paid; OT132 when not possible), refund (the money was returned at the gateway) or manual; returns reinstated, refunded or manual';
+
+CREATE FUNCTION ordertimeout.open_conflicts(max integer DEFAULT 1000)
+RETURNS TABLE (
+    conflict_id bigint,
+    order_id    text,
+    payment_id  text,
+    kind        text,
+    amount      numeric,
+    detected_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF open_conflicts.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF open_conflicts.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', open_conflicts.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    RETURN QUERY
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at
+    FROM ordertimeout.conflicts AS c
+    WHERE c.resolution IS NULL
+    ORDER BY c.detected_at, c.conflict_id
+    LIMIT open_conflicts.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
+    'unresolved late or double payments, oldest first: what the sidecar picks up after every (re)connect of its LISTEN';

@@ -28,6 +28,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.next_due(),
     ordertimeout.plan_sleep(interval),
     ordertimeout.resolve_conflict(bigint, text),
+    ordertimeout.open_conflicts(integer),
     ordertimeout.close_cancelled(interval, integer)
 TO ordertimeout_sidecar, ordertimeout_admin;
 
