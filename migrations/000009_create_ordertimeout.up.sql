@@ -451,31 +451,21 @@ COMMENT ON VIEW ordertimeout.cancel_lag IS
 -- Private helpers. EXECUTE on them is revoked from PUBLIC (grants.sql); the
 -- API functions run them as their owner.
 
+-- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
+-- inlined and is planned again on every call, PL/pgSQL keeps its plans.
 CREATE FUNCTION ordertimeout._actor()
 RETURNS text
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text)
+BEGIN
+    RETURN coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout._actor() IS
     'who acts: the ordertimeout.actor setting of the session if set (SET ordertimeout.actor = ''user:42''), else the login role';
-
-CREATE FUNCTION ordertimeout._require(field text, value anyelement)
-RETURNS void
-LANGUAGE plpgsql
-IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF value IS NULL THEN
-        RAISE EXCEPTION '% must not be null', field
-            USING ERRCODE = 'OT100';
-    END IF;
-END
-$$;
 
 CREATE FUNCTION ordertimeout._check_order_id(order_id text)
 RETURNS void
@@ -675,13 +665,19 @@ $$;
 -- ordertimeout are worked by the sidecar's River client.
 CREATE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
 RETURNS bigint
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
+DECLARE
+    v_id bigint;
+BEGIN
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     VALUES (kind, args, queue, 'available', scheduled_at)
-    RETURNING id
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END
 $$;
 
 -- Deletes a timer row that can no longer act, unless a sweep holds it right
@@ -689,16 +685,21 @@ $$;
 -- sweep deletes the row itself, and the version check makes it harmless).
 CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    IF _drop_timer.job_id IS NULL THEN
+        RETURN;
+    END IF;
     DELETE FROM public.river_job AS r
     WHERE r.id = (SELECT l.id
                     FROM public.river_job AS l
-                   WHERE l.id = job_id
+                   WHERE l.id = _drop_timer.job_id
                      AND l.queue = 'ordertimeout_expire'
-                     FOR UPDATE SKIP LOCKED)
+                     FOR UPDATE SKIP LOCKED);
+END
 $$;
 
 -- Wakes the sleeping sweepers when a deadline comes before the moment they
@@ -720,16 +721,18 @@ $$;
 -- Queues a webhook delivery per event (when webhooks are on).
 CREATE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
            'ordertimeout', 'available', now()
     FROM ordertimeout.events AS e
     WHERE e.event_id = ANY (event_ids)
-      AND (SELECT s.webhooks FROM ordertimeout.settings AS s)
+      AND (SELECT s.webhooks FROM ordertimeout.settings AS s);
+END
 $$;
 
 -- Appends one event and returns its id.
@@ -761,14 +764,18 @@ $$;
 
 CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
 RETURNS ordertimeout.order_state
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    v_state ordertimeout.order_state;
+BEGIN
     SELECT
         o.order_id,
         o.status,
-        created,
+        _order_state.created,
         o.created_at,
         o.expire_at,
         o.cancel_at,
@@ -791,8 +798,11 @@ AS $$
            FROM ordertimeout.conflicts AS c
           WHERE c.order_id = o.order_id
             AND c.resolution IS NULL)
+    INTO v_state
     FROM ordertimeout.orders AS o
-    WHERE o.order_id = _order_state.order_id
+    WHERE o.order_id = _order_state.order_id;
+    RETURN v_state;
+END
 $$;
 
 -- Raises OT120 when the order does not exist.
@@ -1915,12 +1925,14 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
 
 CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT s.cancelled FROM ordertimeout.sweep_due(max) AS s
+BEGIN
+    RETURN (SELECT s.cancelled FROM ordertimeout.sweep_due(cancel_due.max) AS s);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.cancel_due(integer) IS
@@ -2029,18 +2041,20 @@ COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
 
 CREATE FUNCTION ordertimeout.next_due()
 RETURNS timestamptz
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT r.scheduled_at
-    FROM public.river_job AS r
-    WHERE r.state = 'available'
-      AND r.queue = 'ordertimeout_expire'
-      AND r.priority = 1
-    ORDER BY r.scheduled_at
-    LIMIT 1
+BEGIN
+    RETURN (SELECT r.scheduled_at
+              FROM public.river_job AS r
+             WHERE r.state = 'available'
+               AND r.queue = 'ordertimeout_expire'
+               AND r.priority = 1
+             ORDER BY r.scheduled_at
+             LIMIT 1);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.next_due() IS 'when the earliest timer row comes due (NULL when there is none)';

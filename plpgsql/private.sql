@@ -1,13 +1,17 @@
 -- Private helpers. EXECUTE on them is revoked from PUBLIC (grants.sql); the
 -- API functions run them as their owner.
 
+-- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
+-- inlined and is planned again on every call, PL/pgSQL keeps its plans.
 CREATE FUNCTION ordertimeout._actor()
 RETURNS text
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text)
+BEGIN
+    RETURN coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout._actor() IS
@@ -211,13 +215,19 @@ $$;
 -- ordertimeout are worked by the sidecar's River client.
 CREATE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
 RETURNS bigint
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
+DECLARE
+    v_id bigint;
+BEGIN
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     VALUES (kind, args, queue, 'available', scheduled_at)
-    RETURNING id
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END
 $$;
 
 -- Deletes a timer row that can no longer act, unless a sweep holds it right
@@ -225,16 +235,21 @@ $$;
 -- sweep deletes the row itself, and the version check makes it harmless).
 CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    IF _drop_timer.job_id IS NULL THEN
+        RETURN;
+    END IF;
     DELETE FROM public.river_job AS r
     WHERE r.id = (SELECT l.id
                     FROM public.river_job AS l
-                   WHERE l.id = job_id
+                   WHERE l.id = _drop_timer.job_id
                      AND l.queue = 'ordertimeout_expire'
-                     FOR UPDATE SKIP LOCKED)
+                     FOR UPDATE SKIP LOCKED);
+END
 $$;
 
 -- Wakes the sleeping sweepers when a deadline comes before the moment they
@@ -256,16 +271,18 @@ $$;
 -- Queues a webhook delivery per event (when webhooks are on).
 CREATE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
            'ordertimeout', 'available', now()
     FROM ordertimeout.events AS e
     WHERE e.event_id = ANY (event_ids)
-      AND (SELECT s.webhooks FROM ordertimeout.settings AS s)
+      AND (SELECT s.webhooks FROM ordertimeout.settings AS s);
+END
 $$;
 
 -- Appends one event and returns its id.
@@ -297,14 +314,18 @@ $$;
 
 CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
 RETURNS ordertimeout.order_state
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    v_state ordertimeout.order_state;
+BEGIN
     SELECT
         o.order_id,
         o.status,
-        created,
+        _order_state.created,
         o.created_at,
         o.expire_at,
         o.cancel_at,
@@ -327,8 +348,11 @@ AS $$
            FROM ordertimeout.conflicts AS c
           WHERE c.order_id = o.order_id
             AND c.resolution IS NULL)
+    INTO v_state
     FROM ordertimeout.orders AS o
-    WHERE o.order_id = _order_state.order_id
+    WHERE o.order_id = _order_state.order_id;
+    RETURN v_state;
+END
 $$;
 
 -- Raises OT120 when the order does not exist.

@@ -124,12 +124,14 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
 
 CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT s.cancelled FROM ordertimeout.sweep_due(max) AS s
+BEGIN
+    RETURN (SELECT s.cancelled FROM ordertimeout.sweep_due(cancel_due.max) AS s);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.cancel_due(integer) IS
@@ -238,18 +240,20 @@ COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
 
 CREATE FUNCTION ordertimeout.next_due()
 RETURNS timestamptz
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT r.scheduled_at
-    FROM public.river_job AS r
-    WHERE r.state = 'available'
-      AND r.queue = 'ordertimeout_expire'
-      AND r.priority = 1
-    ORDER BY r.scheduled_at
-    LIMIT 1
+BEGIN
+    RETURN (SELECT r.scheduled_at
+              FROM public.river_job AS r
+             WHERE r.state = 'available'
+               AND r.queue = 'ordertimeout_expire'
+               AND r.priority = 1
+             ORDER BY r.scheduled_at
+             LIMIT 1);
+END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.next_due() IS 'when the earliest timer row comes due (NULL when there is none)';
