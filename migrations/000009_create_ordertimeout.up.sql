@@ -87,6 +87,24 @@ CREATE TABLE ordertimeout.sweep_state (
 
 INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;
 
+COMMENT ON TABLE ordertimeout.sweep_state IS
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order)';
+
+-- Rescue state: one row. sweep_due looks for gateway-check jobs that River
+-- lost (discarded, cancelled, deleted) at most once per 10 seconds; the
+-- session that takes this row (SKIP LOCKED) does it, the others go on.
+CREATE TABLE ordertimeout.rescue_state (
+    singleton  boolean     NOT NULL DEFAULT true,
+    rescued_at timestamptz NOT NULL DEFAULT '-infinity',
+    CONSTRAINT rescue_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT rescue_state_singleton_is_true CHECK (singleton)
+);
+
+COMMENT ON TABLE ordertimeout.rescue_state IS
+    'when sweep_due last looked for orders whose gateway-check job River lost';
+
+INSERT INTO ordertimeout.rescue_state DEFAULT VALUES;
+
 -- ------------------------------------------------------------------
 -- sql/stock.sql
 -- ------------------------------------------------------------------
@@ -221,6 +239,11 @@ CREATE INDEX orders_pending_cancel_at
     ON ordertimeout.orders (cancel_at)
     WHERE status = 'PENDING' AND check_job_id IS NULL;
 
+-- Orders waiting for a gateway check, for the rescue of lost check jobs.
+CREATE INDEX orders_awaiting_check
+    ON ordertimeout.orders (cancel_at)
+    WHERE status = 'PENDING' AND check_job_id IS NOT NULL;
+
 CREATE INDEX orders_cancelled_at
     ON ordertimeout.orders (cancelled_at)
     WHERE status = 'CANCELLED';
@@ -267,7 +290,7 @@ CREATE TABLE ordertimeout.payments (
 CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
 
 COMMENT ON TABLE ordertimeout.payments IS
-    'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed after the cancel';
+    'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed but recorded as a conflict';
 
 CREATE TABLE ordertimeout.conflicts (
     conflict_id bigint      GENERATED ALWAYS AS IDENTITY,
@@ -283,7 +306,7 @@ CREATE TABLE ordertimeout.conflicts (
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     CONSTRAINT conflicts_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
-    CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment')),
+    CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment', 'amount_mismatch')),
     CONSTRAINT conflicts_resolution_known CHECK (resolution IN ('reinstated', 'refunded', 'manual')),
     CONSTRAINT conflicts_resolved_together CHECK ((resolution IS NULL) = (resolved_at IS NULL))
 );
@@ -295,7 +318,7 @@ CREATE INDEX conflicts_open
 CREATE INDEX conflicts_order_id ON ordertimeout.conflicts (order_id);
 
 COMMENT ON TABLE ordertimeout.conflicts IS
-    'money that arrived for an order that can no longer take it: paid after the cancel (late_payment) or paid twice (double_payment)';
+    'money that arrived for an order that can no longer take it: paid after the cancel (late_payment), paid twice (double_payment) or paid the wrong amount (amount_mismatch)';
 
 -- ------------------------------------------------------------------
 -- sql/ledger.sql
@@ -1314,6 +1337,51 @@ COMMENT ON FUNCTION ordertimeout.create_order(text, jsonb, interval, jsonb) IS
 -- plpgsql/payments.sql
 -- ------------------------------------------------------------------
 
+-- PAYING -> PENDING once no payment attempt is in flight any more: the
+-- order's own timeout applies again, with a new timer row for the new version
+-- (due at once if cancel_at has passed). Returns false while another attempt
+-- is still started.
+CREATE FUNCTION ordertimeout._back_to_pending(order_id text, at timestamptz, detail jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_version integer;
+    v_job_id  bigint;
+    v_cancel  timestamptz;
+BEGIN
+    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                WHERE p.order_id = _back_to_pending.order_id AND p.status = 'started') THEN
+        RETURN false;
+    END IF;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PENDING',
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = _back_to_pending.order_id
+      AND o.status = 'PAYING'
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', _back_to_pending.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._log_event(_back_to_pending.order_id, 'PAYING', 'PENDING', 'payment',
+        _back_to_pending.at, _back_to_pending.detail);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    RETURN true;
+END
+$$;
+
 CREATE FUNCTION ordertimeout.begin_payment(
     order_id      text,
     payment_id    text,
@@ -1438,6 +1506,7 @@ DECLARE
     v_pay_status text;
     v_conflict   bigint;
     v_kind       text;
+    v_mismatch   boolean;
 BEGIN
     PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
     PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
@@ -1470,11 +1539,7 @@ BEGIN
         RETURN 'conflict';
     END IF;
 
-    IF confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount THEN
-        RAISE EXCEPTION 'amount % does not match the amount % of order "%"',
-            confirm_payment.amount, v_amount, confirm_payment.order_id
-            USING ERRCODE = 'OT126';
-    END IF;
+    v_mismatch := confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount;
 
     UPDATE ordertimeout.orders AS o
     SET status = 'PAID',
@@ -1484,7 +1549,8 @@ BEGIN
         timer_job_id = NULL,
         check_job_id = NULL
     WHERE o.order_id = confirm_payment.order_id
-      AND o.status IN ('PENDING', 'PAYING');
+      AND o.status IN ('PENDING', 'PAYING')
+      AND NOT v_mismatch;
 
     IF FOUND THEN
         INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
@@ -1501,9 +1567,14 @@ BEGIN
         RETURN 'paid';
     END IF;
 
-    -- Money for an order that can no longer take it: never dropped, never
-    -- re-opening the order on its own. A conflict row, and a wake-up.
-    v_kind := CASE WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment' ELSE 'late_payment' END;
+    -- Money the order cannot take (cancelled, already paid, or the wrong
+    -- amount): never dropped, never re-opening the order on its own. A
+    -- conflict row, and a wake-up.
+    v_kind := CASE
+                  WHEN v_status IN ('PENDING', 'PAYING') THEN 'amount_mismatch'
+                  WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment'
+                  ELSE 'late_payment'
+              END;
     INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
     VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
     ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
@@ -1517,12 +1588,17 @@ BEGIN
         jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
         webhook => true);
     PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    IF v_status = 'PAYING' THEN
+        -- this attempt is over: without another one in flight, the timeout applies again
+        PERFORM ordertimeout._back_to_pending(confirm_payment.order_id, v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict));
+    END IF;
     RETURN 'conflict';
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
-    'PENDING/PAYING -> PAID (returns paid); on a cancelled or already paid order records a conflict and notifies (returns conflict); a repeat returns the same answer and writes nothing';
+    'PENDING/PAYING -> PAID (returns paid); money the order cannot take (cancelled, already paid, wrong amount) is recorded as a conflict with a notification (returns conflict); a repeat returns the same answer and writes nothing';
 
 CREATE FUNCTION ordertimeout.fail_payment(
     order_id   text,
@@ -1539,9 +1615,6 @@ DECLARE
     v_status     text;
     v_pay_order  text;
     v_pay_status text;
-    v_version    integer;
-    v_job_id     bigint;
-    v_cancel     timestamptz;
 BEGIN
     PERFORM ordertimeout._check_order_id(fail_payment.order_id);
     PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
@@ -1579,32 +1652,11 @@ BEGIN
     IF v_status <> 'PAYING' THEN
         RETURN 'ignored';
     END IF;
-    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
-                WHERE p.order_id = fail_payment.order_id AND p.status = 'started') THEN
-        RETURN 'paying';   -- another attempt is still in flight
+    IF ordertimeout._back_to_pending(fail_payment.order_id, v_now,
+           jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true)) THEN
+        RETURN 'pending';
     END IF;
-
-    -- Back to PENDING: the order's own timeout applies again, with a new timer
-    -- row for the new version (due at once if cancel_at has passed).
-    UPDATE ordertimeout.orders AS o
-    SET status = 'PENDING',
-        paying_until = NULL,
-        deadline_version = o.deadline_version + 1,
-        timer_job_id = nextval('public.river_job_id_seq'),
-        check_job_id = NULL
-    WHERE o.order_id = fail_payment.order_id
-      AND o.status = 'PAYING'
-    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
-
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', fail_payment.order_id, 'version', v_version),
-            'ordertimeout_expire', 'available', v_cancel);
-
-    PERFORM ordertimeout._log_event(fail_payment.order_id, 'PAYING', 'PENDING', 'payment', v_now,
-        jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true));
-    PERFORM ordertimeout._wake_if_sooner(v_cancel);
-    RETURN 'pending';
+    RETURN 'paying';   -- another attempt is still in flight
 END
 $$;
 
@@ -1830,6 +1882,7 @@ DECLARE
     v_cancelled integer;
     v_caught    integer;
     v_checks    integer;
+    v_rescued_payments integer := 0;
 BEGIN
     IF sweep_due.max IS NULL THEN
         RAISE EXCEPTION 'max must not be null'
@@ -1879,11 +1932,83 @@ BEGIN
     END IF;
     v_lost := cardinality(v_lost_ids);
 
+    -- 3. At most every 10 seconds, and only in a session that is not busy
+    -- with a backlog: orders whose gateway-check job River lost (discarded,
+    -- cancelled, deleted) are caught like lost timers; PAYING orders whose
+    -- payment check was lost get a new one.
+    IF v_timers + v_lost < sweep_due.max THEN
+        PERFORM 1
+        FROM ordertimeout.rescue_state AS s
+        WHERE s.rescued_at <= v_now - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE ordertimeout.rescue_state SET rescued_at = v_now;
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PENDING'
+                  AND o.check_job_id IS NOT NULL
+                  AND o.cancel_at <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.check_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.cancel_at
+                LIMIT sweep_due.max - v_timers - v_lost
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET check_job_id = NULL
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.deadline_version
+            )
+            SELECT v_lost_ids || coalesce(array_agg(r.order_id), '{}'),
+                   v_lost_vers || coalesce(array_agg(r.deadline_version), '{}')
+            INTO v_lost_ids, v_lost_vers
+            FROM rescued AS r;
+            v_lost := cardinality(v_lost_ids);
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PAYING'
+                  AND o.paying_until <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.timer_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.paying_until
+                LIMIT sweep_due.max
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET timer_job_id = nextval('public.river_job_id_seq')
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.timer_job_id
+            )
+            INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+            SELECT r.timer_job_id, 'ordertimeout_payment_check',
+                   jsonb_build_object('order_id', r.order_id, 'payment_id',
+                       (SELECT p.payment_id
+                          FROM ordertimeout.payments AS p
+                         WHERE p.order_id = r.order_id
+                           AND p.status = 'started'
+                         ORDER BY p.started_at DESC
+                         LIMIT 1)),
+                   'ordertimeout', 'available', v_now
+            FROM rescued AS r;
+            GET DIAGNOSTICS v_rescued_payments = ROW_COUNT;
+        END IF;
+    END IF;
+
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[v_lost]);
 
-    -- 3. Orders whose policy wants the gateway asked first get a check job
+    -- 4. Orders whose policy wants the gateway asked first get a check job
     -- (worked by the sidecar) instead of a cancel.
     WITH checking AS (
         UPDATE ordertimeout.orders AS o
@@ -1908,20 +2033,21 @@ BEGIN
     FROM checking AS c;
     GET DIAGNOSTICS v_checks = ROW_COUNT;
 
-    -- 4. Cancel and release the rest, set-based.
+    -- 5. Cancel and release the rest, set-based.
     SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
     INTO v_cancelled, v_caught
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    -- 5. Every claimed timer row has done its work or can no longer act.
+    -- 6. Every claimed timer row has done its work or can no longer act.
     DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
 
-    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks, v_timers + v_lost - v_cancelled - v_checks;
+    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
+                        v_timers + v_lost - v_cancelled - v_checks;
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
-    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row was lost; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (handed to the gateway check), moot (timer rows that could no longer act)';
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act)';
 
 CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
 RETURNS integer
@@ -2150,7 +2276,7 @@ BEGIN
 
     IF v_outcome = 'reinstated' THEN
         IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
-            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order)',
+            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order paid late)',
                 resolve_conflict.conflict_id, v_conflict.kind, v_status
                 USING ERRCODE = 'OT132';
         END IF;

@@ -1,3 +1,48 @@
+-- PAYING -> PENDING once no payment attempt is in flight any more: the
+-- order's own timeout applies again, with a new timer row for the new version
+-- (due at once if cancel_at has passed). Returns false while another attempt
+-- is still started.
+CREATE FUNCTION ordertimeout._back_to_pending(order_id text, at timestamptz, detail jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_version integer;
+    v_job_id  bigint;
+    v_cancel  timestamptz;
+BEGIN
+    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                WHERE p.order_id = _back_to_pending.order_id AND p.status = 'started') THEN
+        RETURN false;
+    END IF;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PENDING',
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = _back_to_pending.order_id
+      AND o.status = 'PAYING'
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', _back_to_pending.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._log_event(_back_to_pending.order_id, 'PAYING', 'PENDING', 'payment',
+        _back_to_pending.at, _back_to_pending.detail);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    RETURN true;
+END
+$$;
+
 CREATE FUNCTION ordertimeout.begin_payment(
     order_id      text,
     payment_id    text,
@@ -122,6 +167,7 @@ DECLARE
     v_pay_status text;
     v_conflict   bigint;
     v_kind       text;
+    v_mismatch   boolean;
 BEGIN
     PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
     PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
@@ -154,11 +200,7 @@ BEGIN
         RETURN 'conflict';
     END IF;
 
-    IF confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount THEN
-        RAISE EXCEPTION 'amount % does not match the amount % of order "%"',
-            confirm_payment.amount, v_amount, confirm_payment.order_id
-            USING ERRCODE = 'OT126';
-    END IF;
+    v_mismatch := confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount;
 
     UPDATE ordertimeout.orders AS o
     SET status = 'PAID',
@@ -168,7 +210,8 @@ BEGIN
         timer_job_id = NULL,
         check_job_id = NULL
     WHERE o.order_id = confirm_payment.order_id
-      AND o.status IN ('PENDING', 'PAYING');
+      AND o.status IN ('PENDING', 'PAYING')
+      AND NOT v_mismatch;
 
     IF FOUND THEN
         INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
@@ -185,9 +228,14 @@ BEGIN
         RETURN 'paid';
     END IF;
 
-    -- Money for an order that can no longer take it: never dropped, never
-    -- re-opening the order on its own. A conflict row, and a wake-up.
-    v_kind := CASE WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment' ELSE 'late_payment' END;
+    -- Money the order cannot take (cancelled, already paid, or the wrong
+    -- amount): never dropped, never re-opening the order on its own. A
+    -- conflict row, and a wake-up.
+    v_kind := CASE
+                  WHEN v_status IN ('PENDING', 'PAYING') THEN 'amount_mismatch'
+                  WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment'
+                  ELSE 'late_payment'
+              END;
     INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
     VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
     ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
@@ -201,12 +249,17 @@ BEGIN
         jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
         webhook => true);
     PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    IF v_status = 'PAYING' THEN
+        -- this attempt is over: without another one in flight, the timeout applies again
+        PERFORM ordertimeout._back_to_pending(confirm_payment.order_id, v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict));
+    END IF;
     RETURN 'conflict';
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
-    'PENDING/PAYING -> PAID (returns paid); on a cancelled or already paid order records a conflict and notifies (returns conflict); a repeat returns the same answer and writes nothing';
+    'PENDING/PAYING -> PAID (returns paid); money the order cannot take (cancelled, already paid, wrong amount) is recorded as a conflict with a notification (returns conflict); a repeat returns the same answer and writes nothing';
 
 CREATE FUNCTION ordertimeout.fail_payment(
     order_id   text,
@@ -223,9 +276,6 @@ DECLARE
     v_status     text;
     v_pay_order  text;
     v_pay_status text;
-    v_version    integer;
-    v_job_id     bigint;
-    v_cancel     timestamptz;
 BEGIN
     PERFORM ordertimeout._check_order_id(fail_payment.order_id);
     PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
@@ -263,32 +313,11 @@ BEGIN
     IF v_status <> 'PAYING' THEN
         RETURN 'ignored';
     END IF;
-    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
-                WHERE p.order_id = fail_payment.order_id AND p.status = 'started') THEN
-        RETURN 'paying';   -- another attempt is still in flight
+    IF ordertimeout._back_to_pending(fail_payment.order_id, v_now,
+           jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true)) THEN
+        RETURN 'pending';
     END IF;
-
-    -- Back to PENDING: the order's own timeout applies again, with a new timer
-    -- row for the new version (due at once if cancel_at has passed).
-    UPDATE ordertimeout.orders AS o
-    SET status = 'PENDING',
-        paying_until = NULL,
-        deadline_version = o.deadline_version + 1,
-        timer_job_id = nextval('public.river_job_id_seq'),
-        check_job_id = NULL
-    WHERE o.order_id = fail_payment.order_id
-      AND o.status = 'PAYING'
-    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
-
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', fail_payment.order_id, 'version', v_version),
-            'ordertimeout_expire', 'available', v_cancel);
-
-    PERFORM ordertimeout._log_event(fail_payment.order_id, 'PAYING', 'PENDING', 'payment', v_now,
-        jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true));
-    PERFORM ordertimeout._wake_if_sooner(v_cancel);
-    RETURN 'pending';
+    RETURN 'paying';   -- another attempt is still in flight
 END
 $$;
 

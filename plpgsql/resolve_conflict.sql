@@ -57,7 +57,7 @@ BEGIN
 
     IF v_outcome = 'reinstated' THEN
         IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
-            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order)',
+            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order paid late)',
                 resolve_conflict.conflict_id, v_conflict.kind, v_status
                 USING ERRCODE = 'OT132';
         END IF;

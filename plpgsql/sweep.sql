@@ -29,6 +29,7 @@ DECLARE
     v_cancelled integer;
     v_caught    integer;
     v_checks    integer;
+    v_rescued_payments integer := 0;
 BEGIN
     IF sweep_due.max IS NULL THEN
         RAISE EXCEPTION 'max must not be null'
@@ -78,11 +79,83 @@ BEGIN
     END IF;
     v_lost := cardinality(v_lost_ids);
 
+    -- 3. At most every 10 seconds, and only in a session that is not busy
+    -- with a backlog: orders whose gateway-check job River lost (discarded,
+    -- cancelled, deleted) are caught like lost timers; PAYING orders whose
+    -- payment check was lost get a new one.
+    IF v_timers + v_lost < sweep_due.max THEN
+        PERFORM 1
+        FROM ordertimeout.rescue_state AS s
+        WHERE s.rescued_at <= v_now - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE ordertimeout.rescue_state SET rescued_at = v_now;
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PENDING'
+                  AND o.check_job_id IS NOT NULL
+                  AND o.cancel_at <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.check_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.cancel_at
+                LIMIT sweep_due.max - v_timers - v_lost
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET check_job_id = NULL
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.deadline_version
+            )
+            SELECT v_lost_ids || coalesce(array_agg(r.order_id), '{}'),
+                   v_lost_vers || coalesce(array_agg(r.deadline_version), '{}')
+            INTO v_lost_ids, v_lost_vers
+            FROM rescued AS r;
+            v_lost := cardinality(v_lost_ids);
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PAYING'
+                  AND o.paying_until <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.timer_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.paying_until
+                LIMIT sweep_due.max
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET timer_job_id = nextval('public.river_job_id_seq')
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.timer_job_id
+            )
+            INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+            SELECT r.timer_job_id, 'ordertimeout_payment_check',
+                   jsonb_build_object('order_id', r.order_id, 'payment_id',
+                       (SELECT p.payment_id
+                          FROM ordertimeout.payments AS p
+                         WHERE p.order_id = r.order_id
+                           AND p.status = 'started'
+                         ORDER BY p.started_at DESC
+                         LIMIT 1)),
+                   'ordertimeout', 'available', v_now
+            FROM rescued AS r;
+            GET DIAGNOSTICS v_rescued_payments = ROW_COUNT;
+        END IF;
+    END IF;
+
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[v_lost]);
 
-    -- 3. Orders whose policy wants the gateway asked first get a check job
+    -- 4. Orders whose policy wants the gateway asked first get a check job
     -- (worked by the sidecar) instead of a cancel.
     WITH checking AS (
         UPDATE ordertimeout.orders AS o
@@ -107,20 +180,21 @@ BEGIN
     FROM checking AS c;
     GET DIAGNOSTICS v_checks = ROW_COUNT;
 
-    -- 4. Cancel and release the rest, set-based.
+    -- 5. Cancel and release the rest, set-based.
     SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
     INTO v_cancelled, v_caught
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    -- 5. Every claimed timer row has done its work or can no longer act.
+    -- 6. Every claimed timer row has done its work or can no longer act.
     DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
 
-    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks, v_timers + v_lost - v_cancelled - v_checks;
+    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
+                        v_timers + v_lost - v_cancelled - v_checks;
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
-    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row was lost; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (handed to the gateway check), moot (timer rows that could no longer act)';
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act)';
 
 CREATE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
 RETURNS integer

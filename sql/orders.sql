@@ -57,6 +57,11 @@ CREATE INDEX orders_pending_cancel_at
     ON ordertimeout.orders (cancel_at)
     WHERE status = 'PENDING' AND check_job_id IS NULL;
 
+-- Orders waiting for a gateway check, for the rescue of lost check jobs.
+CREATE INDEX orders_awaiting_check
+    ON ordertimeout.orders (cancel_at)
+    WHERE status = 'PENDING' AND check_job_id IS NOT NULL;
+
 CREATE INDEX orders_cancelled_at
     ON ordertimeout.orders (cancelled_at)
     WHERE status = 'CANCELLED';

@@ -20,7 +20,7 @@ CREATE TABLE ordertimeout.payments (
 CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
 
 COMMENT ON TABLE ordertimeout.payments IS
-    'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed after the cancel';
+    'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed but recorded as a conflict';
 
 CREATE TABLE ordertimeout.conflicts (
     conflict_id bigint      GENERATED ALWAYS AS IDENTITY,
@@ -36,7 +36,7 @@ CREATE TABLE ordertimeout.conflicts (
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     CONSTRAINT conflicts_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
-    CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment')),
+    CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment', 'amount_mismatch')),
     CONSTRAINT conflicts_resolution_known CHECK (resolution IN ('reinstated', 'refunded', 'manual')),
     CONSTRAINT conflicts_resolved_together CHECK ((resolution IS NULL) = (resolved_at IS NULL))
 );
@@ -48,4 +48,4 @@ CREATE INDEX conflicts_open
 CREATE INDEX conflicts_order_id ON ordertimeout.conflicts (order_id);
 
 COMMENT ON TABLE ordertimeout.conflicts IS
-    'money that arrived for an order that can no longer take it: paid after the cancel (late_payment) or paid twice (double_payment)';
+    'money that arrived for an order that can no longer take it: paid after the cancel (late_payment), paid twice (double_payment) or paid the wrong amount (amount_mismatch)';

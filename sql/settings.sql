@@ -43,3 +43,21 @@ CREATE TABLE ordertimeout.sweep_state (
 ) WITH (fillfactor = 50);
 
 INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;
+
+COMMENT ON TABLE ordertimeout.sweep_state IS
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order)';
+
+-- Rescue state: one row. sweep_due looks for gateway-check jobs that River
+-- lost (discarded, cancelled, deleted) at most once per 10 seconds; the
+-- session that takes this row (SKIP LOCKED) does it, the others go on.
+CREATE TABLE ordertimeout.rescue_state (
+    singleton  boolean     NOT NULL DEFAULT true,
+    rescued_at timestamptz NOT NULL DEFAULT '-infinity',
+    CONSTRAINT rescue_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT rescue_state_singleton_is_true CHECK (singleton)
+);
+
+COMMENT ON TABLE ordertimeout.rescue_state IS
+    'when sweep_due last looked for orders whose gateway-check job River lost';
+
+INSERT INTO ordertimeout.rescue_state DEFAULT VALUES;

@@ -1,0 +1,67 @@
+-- Rules every function in schema ordertimeout follows, checked in the catalog
+-- so that a new function cannot forget them. Each assertion lists the
+-- offenders.
+BEGIN;
+\ir ../setup.psql
+SET LOCAL search_path = public, ordertimeout;
+SELECT plan(13);
+
+CREATE TEMP VIEW fn AS
+SELECT p.oid,
+       p.oid::regprocedure::text AS signature,
+       p.proname,
+       p.prosecdef,
+       p.proacl,
+       (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%') AS search_path
+FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = 'ordertimeout'::regnamespace;
+
+SELECT cmp_ok((SELECT count(*)::integer FROM fn), '>=', 30, 'the rules see the functions');
+
+SELECT is_empty($$SELECT signature FROM fn WHERE search_path IS NULL$$,
+    'every function pins search_path');
+SELECT is_empty($$SELECT signature, search_path FROM fn WHERE search_path <> 'search_path=pg_catalog, pg_temp'$$,
+    'every search_path is "pg_catalog, pg_temp": objects are schema-qualified');
+SELECT is_empty($$SELECT signature, search_path FROM fn WHERE prosecdef AND search_path !~ 'pg_temp$'$$,
+    'every SECURITY DEFINER function has pg_temp last in its search_path');
+SELECT is_empty(
+    $$SELECT signature FROM fn
+       WHERE proacl IS NULL   -- the default ACL grants EXECUTE to PUBLIC
+          OR EXISTS (SELECT 1 FROM aclexplode(proacl) AS a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')$$,
+    'no function is executable by PUBLIC');
+SELECT is_empty($$SELECT signature FROM fn WHERE proname LIKE '\_%' AND prosecdef$$,
+    'every private function (_name) is SECURITY INVOKER');
+SELECT is_empty(
+    $$SELECT signature, r.rolname FROM fn
+        CROSS JOIN pg_catalog.pg_roles AS r
+       WHERE fn.proname LIKE '\_%'
+         AND r.rolname IN ('ordertimeout_app', 'ordertimeout_sidecar', 'ordertimeout_admin')
+         AND has_function_privilege(r.oid, fn.oid, 'EXECUTE')$$,
+    'no private function is executable by ordertimeout_app, _sidecar or _admin');
+SELECT is_empty($$SELECT signature FROM fn WHERE proname NOT LIKE '\_%' AND NOT prosecdef$$,
+    'every API function is SECURITY DEFINER (the roles have no table privileges)');
+SELECT is_empty(
+    $$SELECT signature FROM fn
+       WHERE proname NOT LIKE '\_%'
+         AND NOT has_function_privilege('ordertimeout_admin', oid, 'EXECUTE')$$,
+    'ordertimeout_admin may execute every API function');
+SELECT is_empty(
+    $$SELECT signature FROM fn
+       WHERE proname NOT LIKE '\_%'
+         AND obj_description(oid, 'pg_proc') IS NULL$$,
+    'every API function has a comment');
+SELECT is_empty(
+    $$SELECT signature FROM fn
+       WHERE proname NOT LIKE '\_%'
+         AND proname !~ '^[a-z]+(_[a-z]+)*$'$$,
+    'API function names are lowercase verb_object words');
+
+-- The rules are not vacuous: a careless new function breaks them.
+CREATE FUNCTION ordertimeout.careless() RETURNS integer LANGUAGE sql AS 'SELECT 1';
+SELECT results_eq($$SELECT proname FROM fn WHERE search_path IS NULL$$, $$VALUES ('careless'::name)$$,
+    'a function without search_path is reported');
+SELECT results_eq($$SELECT proname FROM fn WHERE proacl IS NULL$$, $$VALUES ('careless'::name)$$,
+    'a function with the default ACL (EXECUTE for PUBLIC) is reported');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,36 @@
+-- resolve_conflict refund marks the payment refunded and leaves the order
+-- CANCELLED; manual only resolves the conflict. Both log an event.
+BEGIN;
+\ir ../setup.psql
+SET LOCAL search_path = public, ordertimeout;
+SELECT plan(8);
+
+INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
+SELECT ordertimeout.create_order(id, '[{"sku": "A", "qty": 1}]') FROM unnest(ARRAY['o1', 'o2']) AS id;
+SELECT ordertimeout.cancel_order(id) FROM unnest(ARRAY['o1', 'o2']) AS id;
+SELECT ordertimeout.confirm_payment('o1', 'p1');
+SELECT ordertimeout.confirm_payment('o2', 'p2');
+
+SELECT is(ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o1'), 'refund'),
+    'refunded', 'refund returns refunded');
+SELECT is((SELECT status FROM ordertimeout.payments WHERE payment_id = 'p1'), 'refunded', 'the payment is refunded');
+SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'o1'), 'CANCELLED', 'the order stays CANCELLED');
+SELECT is(ordertimeout.confirm_payment('o1', 'p1'), 'conflict', 'a repeat of the confirmation still returns conflict');
+
+SELECT is(ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o2'), 'manual'),
+    'manual', 'manual returns manual');
+SELECT results_eq(
+    $$SELECT o.status, p.status FROM ordertimeout.orders AS o JOIN ordertimeout.payments AS p USING (order_id) WHERE o.order_id = 'o2'$$,
+    $$VALUES ('CANCELLED', 'late')$$,
+    'manual changes neither the order nor the payment');
+SELECT results_eq(
+    $$SELECT order_id, resolution FROM ordertimeout.conflicts ORDER BY order_id$$,
+    $$VALUES ('o1', 'refunded'), ('o2', 'manual')$$,
+    'both conflicts are resolved');
+SELECT results_eq(
+    $$SELECT order_id, from_status, to_status, cause, detail ->> 'resolution' FROM ordertimeout.events WHERE cause = 'conflict' ORDER BY order_id$$,
+    $$VALUES ('o1', 'CANCELLED', 'CANCELLED', 'conflict', 'refunded'), ('o2', 'CANCELLED', 'CANCELLED', 'conflict', 'manual')$$,
+    'an event per resolution, cause conflict');
+
+SELECT * FROM finish();
+ROLLBACK;
