@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := realMain(ctx, os.Args[1:])
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `Usage: ordertimeout <subcommand> [flags]
+
+Cancels unpaid orders on time, exactly once, and never a paid one.
+
+Subcommands:
+  run          run the sidecar (the default when the first argument is a flag)
+  migrate      apply the embedded migrations: migrate up | down | version
+  status       print orders by state, the due backlog, cancel lag and conflicts
+  fakegateway  run a fake payment gateway for tests and demos
+  help         print this help
+
+Run 'ordertimeout <subcommand> --help' for the flags of a subcommand.
+`
+
+// realMain runs the subcommand named by args[0] until ctx ends.
+func realMain(ctx context.Context, args []string) error {
+	cmd := "run"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Print(usage)
+		return flag.ErrHelp
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return runCmd(ctx, args)
+	case "migrate":
+		return migrateCmd(ctx, args)
+	case "status":
+		return statusCmd(ctx, args)
+	case "fakegateway":
+		return fakegatewayCmd(ctx, args)
+	case "help":
+		fmt.Print(usage)
+		return nil
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown subcommand %q", cmd)
+	}
+}

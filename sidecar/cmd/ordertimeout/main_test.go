@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// build compiles the binary into a temporary directory of the test.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ordertimeout")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// process is a running sidecar binary.
+type process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs `bin run` against databaseURL with the given extra flags; the
+// process is killed when the test ends if still running, and its output
+// logged if the test failed.
+func start(t *testing.T, bin, databaseURL, gatewayURL, name string, flags ...string) *process {
+	t.Helper()
+	args := append([]string{"run",
+		"--name", name,
+		"--gateway-url", gatewayURL,
+		"--http", "-",
+		"--max-sleep", "200ms",
+		"--fetch-poll-interval", "20ms",
+		"--listen-reconnect", "200ms",
+	}, flags...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
+	p := &process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	require.NoError(t, cmd.Start())
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of sidecar %s:\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *process) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("sidecar did not exit within %s", within)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	return sidecartest.Int(t, db, sql, args...)
+}
+
+// kill -9 in the middle of a drain loses nothing and cancels nothing twice:
+// a restarted sidecar finishes the work, and every order is cancelled exactly
+// once with its reservation released exactly once.
+func TestKillDuringDrain(t *testing.T) {
+	t.Parallel()
+	const orders = 10000
+	bin := build(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	_, gw := sidecartest.Fake(t, nil)
+	sidecartest.CreateMany(t, db, "o", orders, 10, time.Second)
+	sidecartest.Eventually(t, time.Minute, "every order due", func() (bool, error) {
+		return count(t, db, "SELECT due_timers FROM ordertimeout.sweep_stats") == orders, nil
+	})
+
+	// Small batches, one session: the drain takes a while.
+	first := start(t, bin, url, gw, "k1", "--sweep-batch", "10", "--sweep-sessions", "1")
+	sidecartest.Eventually(t, 30*time.Second, "the drain to be under way", func() (bool, error) {
+		return count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") >= 500, nil
+	})
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	first.wait(t, 10*time.Second)
+	// A sweep the dead process had sent may still commit: wait for its
+	// sessions to end before counting.
+	sidecartest.Eventually(t, 30*time.Second, "the killed sidecar's sessions to end", func() (bool, error) {
+		return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", sidecar.ApplicationName("k1")) == 0, nil
+	})
+	atKill := count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'")
+	require.Less(t, atKill, int64(orders), "the drain must be interrupted")
+	t.Logf("killed after %d of %d cancels", atKill, orders)
+
+	start(t, bin, url, gw, "k2")
+	sidecartest.Eventually(t, time.Minute, "every order cancelled", func() (bool, error) {
+		return count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == orders, nil
+	})
+
+	require.EqualValues(t, orders, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+	require.EqualValues(t, orders, count(t, db, "SELECT count(DISTINCT order_id) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+	require.EqualValues(t, orders, count(t, db, "SELECT count(*) FROM ordertimeout.releases"))
+	require.EqualValues(t, orders, count(t, db, "SELECT count(DISTINCT order_id) FROM ordertimeout.releases"))
+	require.EqualValues(t, 0, count(t, db, "SELECT sum(reserved) FROM ordertimeout.stock WHERE sku LIKE 'S%'"))
+	require.EqualValues(t, 10*orders, count(t, db, "SELECT sum(available) FROM ordertimeout.stock WHERE sku LIKE 'S%'"))
+	require.EqualValues(t, atKill, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' AND actor = 'sidecar:k1'"))
+	require.EqualValues(t, orders-atKill, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' AND actor = 'sidecar:k2'"))
+	require.EqualValues(t, 0, count(t, db, "SELECT count(*) FROM river_job WHERE queue = 'ordertimeout_expire'"))
+}
+
+// SIGTERM: the sidecar exits 0 within a few seconds. Jobs still running
+// after --shutdown-timeout are handed back (not lost, not discarded); jobs
+// that finish in time finish. A restarted sidecar completes the work.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	const orders = 20
+	bin := build(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(precheck => 'always')")
+	fake, gw := sidecartest.Fake(t, nil)
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 30000}))
+	sidecartest.CreateMany(t, db, "g", orders, 2, 100*time.Millisecond)
+
+	running := func() int64 {
+		return count(t, db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'")
+	}
+
+	// 1. Jobs stuck on a slow gateway are cancelled after the shutdown
+	// timeout and handed back.
+	p := start(t, bin, url, gw, "g1", "--shutdown-timeout", "1s", "--gateway-timeout", "60s", "--max-workers", "5")
+	sidecartest.Eventually(t, 30*time.Second, "checks in flight", func() (bool, error) { return running() == 5, nil })
+	begin := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t, 10*time.Second), "exit code")
+	require.Less(t, time.Since(begin), 5*time.Second)
+	require.Zero(t, running(), "no job left running")
+	require.EqualValues(t, orders, count(t, db, `SELECT count(*) FROM river_job
+	   WHERE kind = 'ordertimeout_precancel_check' AND state = 'available'`), "every check handed back")
+	require.EqualValues(t, 5, count(t, db, `SELECT count(*) FROM river_job
+	   WHERE kind = 'ordertimeout_precancel_check' AND (metadata->>'snoozes')::int = 1 AND attempt = 0`),
+		"the interrupted checks snoozed without using up an attempt")
+	require.EqualValues(t, orders, count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'PENDING'"))
+
+	// 2. Jobs that finish within the shutdown timeout finish.
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 700}))
+	p = start(t, bin, url, gw, "g2", "--shutdown-timeout", "10s", "--max-workers", "5")
+	sidecartest.Eventually(t, 30*time.Second, "checks in flight", func() (bool, error) { return running() >= 1, nil })
+	begin = time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t, 10*time.Second), "exit code")
+	require.Less(t, time.Since(begin), 5*time.Second)
+	require.Zero(t, running(), "no job left running")
+	require.Positive(t, count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'"))
+	require.Zero(t, count(t, db, "SELECT count(*) FROM river_job WHERE state = 'discarded'"))
+
+	// 3. A restart finishes the work: every order cancelled, exactly once.
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Normal}))
+	start(t, bin, url, gw, "g3")
+	sidecartest.Eventually(t, 30*time.Second, "every order cancelled", func() (bool, error) {
+		return count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == orders, nil
+	})
+	require.EqualValues(t, orders, count(t, db, "SELECT count(DISTINCT order_id) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+	require.EqualValues(t, orders, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+}
+
+// The subcommands other than run, in process.
+func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "A1", time.Hour, "")
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "version", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Error(t, realMain(ctx, []string{"migrate", "down", "--database-url", url}), "down without a count or --all")
+	require.NoError(t, realMain(ctx, []string{"status", "--database-url", url, "--window", "5m"}))
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url}), "gateway URL is required")
+	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
+	for _, cmd := range []string{"run", "status", "fakegateway"} {
+		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
+	}
+	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")
+	require.ErrorContains(t, realMain(ctx, []string{"run"}), "ORDERTIMEOUT_SWEEP_BATCH")
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/migration"
+)
+
+const migrateDescription = `
+Applies the migrations embedded in the binary (River's tables, then the
+ordertimeout schema) with golang-migrate.
+
+  up         apply every migration not yet applied
+  down N     roll back the last N migrations
+  down --all roll back every migration: drops ordertimeout and River's
+             tables WITH ALL THEIR DATA
+  version    print the applied version (and "dirty" after a failed migration)`
+
+func migrateCmd(ctx context.Context, args []string) error {
+	var (
+		databaseURL string
+		all         bool
+		log         config.Logging
+	)
+	f := config.New("migrate", "ordertimeout migrate up|down N|down --all|version [flags]", migrateDescription)
+	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
+	f.Bool(&all, "all", false, "with down: roll back every migration")
+	log.AddFlags(f)
+	if len(args) == 0 {
+		f.PrintUsage(os.Stderr)
+		return errors.New("migrate: want up, down or version")
+	}
+	action, rest := args[0], args[1:]
+	if action == "-h" || action == "--help" || action == "-help" {
+		f.PrintUsage(os.Stderr)
+		return nil
+	}
+	var steps int
+	if action == "down" && len(rest) > 0 && rest[0] != "" && rest[0][0] != '-' {
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n <= 0 {
+			return fmt.Errorf("migrate down: %q is not a positive number of migrations", rest[0])
+		}
+		steps, rest = n, rest[1:]
+	}
+	if err := f.Parse(rest, os.Getenv); err != nil {
+		return err
+	}
+	if len(f.Args()) > 0 {
+		return fmt.Errorf("migrate: unexpected arguments %q", f.Args())
+	}
+	if databaseURL == "" {
+		return errors.New("migrate: database URL is required (--database-url or DATABASE_URL)")
+	}
+	logger, err := log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+
+	m, err := migration.Open(databaseURL, logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch action {
+	case "up":
+		changed, err := m.Up()
+		if err != nil {
+			return err
+		}
+		return printVersion(m, changed)
+	case "down":
+		if steps == 0 && !all {
+			return errors.New("migrate down: give a number of migrations, or --all to roll back everything (drops all data)")
+		}
+		changed, err := m.Down(steps)
+		if err != nil {
+			return err
+		}
+		return printVersion(m, changed)
+	case "version":
+		return printVersion(m, false)
+	default:
+		return fmt.Errorf("migrate: unknown action %q: want up, down or version", action)
+	}
+}
+
+func printVersion(m *migration.Migrator, changed bool) error {
+	v, dirty, err := m.Version()
+	if err != nil {
+		return err
+	}
+	state := "unchanged"
+	if changed {
+		state = "changed"
+	}
+	if dirty {
+		fmt.Printf("version %d (dirty: a migration failed; fix it, then force the version)\n", v)
+		return errors.New("migrate: database is dirty")
+	}
+	fmt.Printf("version %d (%s)\n", v, state)
+	return nil
+}

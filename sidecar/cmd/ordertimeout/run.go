@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+)
+
+const runDescription = `
+Runs the sidecar until SIGINT or SIGTERM: sweeps due orders in the database
+(ordertimeout.sweep_due, woken by NOTIFY ordertimeout_wake), works River
+queue "ordertimeout" (gateway checks before cancels, payment checks, gateway
+closes, conflict resolution, webhooks), listens for late-payment conflicts,
+and serves /metrics, /healthz, /readyz and River's UI at /riverui/.
+Several sidecars may run against one database; none is special.
+On SIGTERM it stops claiming, lets running jobs finish for up to
+--shutdown-timeout (then hands them back), and exits 0.`
+
+func runCmd(ctx context.Context, args []string) error {
+	var (
+		cfg sidecar.Config
+		log config.Logging
+	)
+	f := config.New("run", "ordertimeout run [flags]", runDescription)
+	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
+	f.String(&cfg.Name, "name", sidecar.DefaultName(), "this sidecar's name; events it causes record actor \"sidecar:<name>\"")
+	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required), e.g. https://pay.example.com")
+	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
+	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
+	f.Int(&cfg.GatewayRetries, "gateway-retries", gateway.DefaultRetries, "retries of a gateway request while the gateway is unavailable (then the job snoozes)")
+	f.String(&cfg.WebhookURL, "webhook-url", "", "URL receiving webhooks (POST JSON) when settings.webhooks is on")
+	f.String(&cfg.WebhookSecret, "webhook-secret", "", "secret signing webhooks (header Ordertimeout-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)")
+	f.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "timeout of one webhook delivery")
+	f.Int(&cfg.SweepBatch, "sweep-batch", sweep.DefaultBatch, "most due orders one sweep_due call claims (one transaction)")
+	f.Int(&cfg.SweepSessions, "sweep-sessions", sweep.DefaultSessions, "database sessions sweeping at once while full batches come back")
+	f.Duration(&cfg.MaxSleep, "max-sleep", sweep.DefaultMaxSleep, "longest pause between sweeps; bounds the delay a missed wake-up can cause")
+	f.Bool(&cfg.NoSweep, "no-sweep", false, "do not sweep (work River jobs only)")
+	f.Duration(&cfg.ListenReconnect, "listen-reconnect", listener.DefaultReconnectDelay, "pause before re-LISTENing after a lost LISTEN connection")
+	f.Duration(&cfg.ConflictRescan, "conflict-rescan", sidecar.DefaultConflictRescan, "how often open conflicts are re-read besides after each (re)connect")
+	f.Int(&cfg.MaxWorkers, "max-workers", sidecar.DefaultMaxWorkers, "River jobs worked at once")
+	f.Duration(&cfg.FetchCooldown, "fetch-cooldown", sidecar.DefaultFetchCooldown, "River: least time between two fetches of queue ordertimeout")
+	f.Duration(&cfg.FetchPollInterval, "fetch-poll-interval", sidecar.DefaultFetchPollInterval, "River: how often queue ordertimeout is polled (the database inserts jobs without notifying)")
+	f.Duration(&cfg.JobTimeout, "job-timeout", sidecar.DefaultJobTimeout, "River: longest a job may run")
+	f.Duration(&cfg.RescueAfter, "rescue-after", sidecar.DefaultRescueAfter, "River: a job still running this long (its sidecar died) is retried; at least --job-timeout")
+	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
+	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/); \"-\" disables it")
+	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only")
+	f.String(&cfg.UIPassword, "ui-password", "", "password for HTTP basic auth on /riverui/")
+	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
+	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
+	log.AddFlags(f)
+	if err := f.Parse(args, os.Getenv); err != nil {
+		return err
+	}
+	logger, err := log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+
+	s, err := sidecar.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// EnvPrefix starts the environment variable of every flag.
+const EnvPrefix = "ORDERTIMEOUT_"
+
+// EnvName returns the environment variable of flag name: "max-sleep" →
+// "ORDERTIMEOUT_MAX_SLEEP".
+func EnvName(name string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// FlagSet is a subcommand's flags, each also read from the environment.
+type FlagSet struct {
+	fs          *flag.FlagSet
+	usage       string
+	description string
+	env         map[string][]string
+	order       []string
+}
+
+// New returns the flags of a subcommand. usage is its synopsis ("ordertimeout
+// run [flags]"); description explains what it does.
+func New(name, usage, description string) *FlagSet {
+	f := &FlagSet{
+		fs:          flag.NewFlagSet(name, flag.ContinueOnError),
+		usage:       usage,
+		description: description,
+		env:         map[string][]string{},
+	}
+	f.fs.SetOutput(os.Stderr)
+	f.fs.Usage = func() { f.PrintUsage(f.fs.Output()) }
+	return f
+}
+
+// SetOutput sets where usage and errors are printed (default stderr).
+func (f *FlagSet) SetOutput(w io.Writer) { f.fs.SetOutput(w) }
+
+func (f *FlagSet) register(name string, envVars []string) {
+	if len(envVars) == 0 {
+		envVars = []string{EnvName(name)}
+	}
+	f.env[name] = envVars
+	f.order = append(f.order, name)
+}
+
+// String defines a string flag. envVars, if given, replace the default
+// environment variable (they are tried in order).
+func (f *FlagSet) String(p *string, name, value, help string, envVars ...string) {
+	f.fs.StringVar(p, name, value, help)
+	f.register(name, envVars)
+}
+
+// Int defines an int flag.
+func (f *FlagSet) Int(p *int, name string, value int, help string) {
+	f.fs.IntVar(p, name, value, help)
+	f.register(name, nil)
+}
+
+// Duration defines a duration flag (Go syntax: 500ms, 2s, 1m30s).
+func (f *FlagSet) Duration(p *time.Duration, name string, value time.Duration, help string) {
+	f.fs.DurationVar(p, name, value, help)
+	f.register(name, nil)
+}
+
+// Bool defines a bool flag.
+func (f *FlagSet) Bool(p *bool, name string, value bool, help string) {
+	f.fs.BoolVar(p, name, value, help)
+	f.register(name, nil)
+}
+
+// Parse applies the environment (through getenv), then the command-line
+// args. It returns flag.ErrHelp after printing the usage for -h / --help.
+func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
+	for _, name := range f.order {
+		for _, v := range f.env[name] {
+			if val := getenv(v); val != "" {
+				if err := f.fs.Set(name, val); err != nil {
+					return fmt.Errorf("environment variable %s: %w", v, err)
+				}
+				break
+			}
+		}
+	}
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", f.fs.Name(), err)
+	}
+	return nil
+}
+
+// Args returns the arguments left after the flags.
+func (f *FlagSet) Args() []string { return f.fs.Args() }
+
+// PrintUsage prints the synopsis, the description and every flag with its
+// environment variable and default.
+func (f *FlagSet) PrintUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", f.usage, strings.TrimSpace(f.description))
+	if len(f.order) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nFlags (each may also be set by the environment variable shown; the flag wins):\n")
+	for _, name := range f.order {
+		fl := f.fs.Lookup(name)
+		arg, help := flag.UnquoteUsage(fl)
+		line := "  --" + name
+		if arg != "" {
+			line += " " + arg
+		}
+		fmt.Fprintf(w, "%s\n        %s\n", line, strings.ReplaceAll(help, "\n", "\n        "))
+		extra := "env " + strings.Join(f.env[name], " or ")
+		if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "false" && fl.DefValue != "0s" {
+			extra += "; default " + fl.DefValue
+		}
+		fmt.Fprintf(w, "        (%s)\n", extra)
+	}
+}
+
+// Logging configures the log output of a subcommand.
+type Logging struct {
+	Format string
+	Level  string
+}
+
+// AddFlags defines --log-format and --log-level.
+func (l *Logging) AddFlags(f *FlagSet) {
+	f.String(&l.Format, "log-format", "text", "log format: text or json")
+	f.String(&l.Level, "log-level", "info", "least severe level logged: debug, info, warn or error")
+}
+
+// Logger returns a logger writing to w as configured.
+func (l *Logging) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", l.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.Format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", l.Format)
+	}
+}

@@ -1,0 +1,41 @@
+// Package fakegateway is a payment gateway for tests and demos: a real HTTP
+// server that speaks the contract of package gateway and whose behaviour per
+// order and as a whole is set over HTTP.
+//
+// The gateway API (see package gateway):
+//
+//	GET  /v1/orders/{order_id}
+//	POST /v1/orders/{order_id}/close
+//	POST /v1/refunds
+//
+// The control API, for tests and demos:
+//
+//	POST /_fake/orders/{order_id}
+//	     {"behaviour": "instant"|"late"|"silent"|"decline"|"down"|"slow",
+//	      "delay_ms": 0, "payment_id": "P1", "amount": "12.50"}
+//	     Sets how the gateway treats the order. With payment_id, the buyer
+//	     pays now (payment behaviours only):
+//	       instant  paid at once; the callback confirms the payment at once
+//	       late     the payment completes after delay_ms (typically after the
+//	                shop cancelled); until then the gateway knows no payment;
+//	                then it is paid and the callback confirms it. An order
+//	                closed before that refuses the payment.
+//	       silent   paid at once at the gateway; no callback ever (only a
+//	                query finds it)
+//	       decline  the payment fails; the callback reports the failure
+//	     Answer behaviours, for the gateway API about this order:
+//	       down     503 Service Unavailable
+//	       slow     answers after delay_ms
+//	GET  /_fake/orders/{order_id}   what the fake knows about the order
+//	POST /_fake/gateway {"behaviour": "normal"|"down"|"slow", "delay_ms": 0}
+//	     the whole gateway's answers
+//	GET  /_fake/stats               counters: queries, closes, refunds (one per
+//	                                idempotency key), refund_requests, callbacks
+//
+// The callback is what a shop's payment callback handler does: with a
+// database (Server.DB), it calls ordertimeout.confirm_payment or
+// ordertimeout.fail_payment. Without one, there are no callbacks.
+//
+// The fake is deterministic: nothing is random, and "instant" and "decline"
+// callbacks have finished when the control request returns.
+package fakegateway

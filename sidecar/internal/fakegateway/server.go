@@ -1,0 +1,449 @@
+package fakegateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// Behaviours of an order (Behaviour.Behaviour).
+const (
+	Instant = "instant"
+	Late    = "late"
+	Silent  = "silent"
+	Decline = "decline"
+	Down    = "down"
+	Slow    = "slow"
+	// Normal is the default behaviour of the whole gateway.
+	Normal = "normal"
+)
+
+// callbackTimeout bounds one callback into the database.
+const callbackTimeout = 10 * time.Second
+
+// Behaviour is the body of POST /_fake/orders/{order_id} and of POST
+// /_fake/gateway.
+type Behaviour struct {
+	Behaviour string         `json:"behaviour"`
+	DelayMS   int            `json:"delay_ms,omitempty"`
+	PaymentID string         `json:"payment_id,omitempty"`
+	Amount    gateway.Amount `json:"amount,omitempty"`
+}
+
+// OrderState is what the fake knows about one order (GET
+// /_fake/orders/{order_id}).
+type OrderState struct {
+	OrderID   string         `json:"order_id"`
+	Behaviour string         `json:"behaviour"`
+	Status    string         `json:"status"`
+	PaymentID string         `json:"payment_id,omitempty"`
+	Amount    gateway.Amount `json:"amount,omitempty"`
+	Closed    bool           `json:"closed"`
+	Closes    int            `json:"closes"`
+	Refunds   int            `json:"refunds"`
+}
+
+// Stats counts what the fake was asked (GET /_fake/stats).
+type Stats struct {
+	Queries        int `json:"queries"`
+	Closes         int `json:"closes"`
+	Refunds        int `json:"refunds"`
+	RefundRequests int `json:"refund_requests"`
+	Callbacks      int `json:"callbacks"`
+	CallbackErrors int `json:"callback_errors"`
+}
+
+// Server is the fake gateway, an http.Handler. Create it with New; call Close
+// when done to stop pending late payments.
+type Server struct {
+	// DB, if set, receives the payment callbacks.
+	DB *pgxpool.Pool
+
+	// Logger logs callbacks and their errors. If nil, slog.Default() is used.
+	Logger *slog.Logger
+
+	mux *http.ServeMux
+
+	mu      sync.Mutex
+	orders  map[string]*order
+	global  Behaviour
+	refunds map[string]gateway.Refund // by idempotency key
+	stats   Stats
+	timers  map[*time.Timer]struct{}
+	closed  bool
+	pending sync.WaitGroup // late payments being completed
+}
+
+type order struct {
+	behaviour string
+	delay     time.Duration
+	status    string
+	paymentID string
+	amount    gateway.Amount
+	closed    bool
+	closes    int
+	refunds   int
+}
+
+// New returns a fake gateway calling back into db (which may be nil).
+func New(db *pgxpool.Pool, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{
+		DB:      db,
+		Logger:  logger,
+		orders:  make(map[string]*order),
+		global:  Behaviour{Behaviour: Normal},
+		refunds: make(map[string]gateway.Refund),
+		timers:  make(map[*time.Timer]struct{}),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/orders/{order_id}", s.getOrder)
+	mux.HandleFunc("POST /v1/orders/{order_id}/close", s.closeOrder)
+	mux.HandleFunc("POST /v1/refunds", s.refund)
+	mux.HandleFunc("POST /_fake/orders/{order_id}", s.setOrder)
+	mux.HandleFunc("GET /_fake/orders/{order_id}", s.showOrder)
+	mux.HandleFunc("POST /_fake/gateway", s.setGateway)
+	mux.HandleFunc("GET /_fake/stats", s.showStats)
+	s.mux = mux
+	return s
+}
+
+// ServeHTTP serves the gateway and control APIs.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close cancels late payments not yet completed and waits for those being
+// completed.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for t := range s.timers {
+		if t.Stop() {
+			s.pending.Done()
+		}
+	}
+	clear(s.timers)
+	s.mu.Unlock()
+	s.pending.Wait()
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Order returns what the fake knows about an order.
+func (s *Server) Order(orderID string) OrderState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orderState(orderID)
+}
+
+// Set does what POST /_fake/orders/{order_id} does.
+func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
+	switch b.Behaviour {
+	case Instant, Late, Silent, Decline, Down, Slow:
+	default:
+		return fmt.Errorf("behaviour must be instant, late, silent, decline, down or slow, got %q", b.Behaviour)
+	}
+	if b.DelayMS < 0 {
+		return fmt.Errorf("delay_ms must not be negative, got %d", b.DelayMS)
+	}
+	s.mu.Lock()
+	o := s.order(orderID)
+	o.behaviour = b.Behaviour
+	o.delay = time.Duration(b.DelayMS) * time.Millisecond
+	if b.PaymentID == "" || b.Behaviour == Down || b.Behaviour == Slow {
+		s.mu.Unlock()
+		return nil
+	}
+	o.paymentID, o.amount = b.PaymentID, b.Amount
+	switch b.Behaviour {
+	case Instant, Silent:
+		o.status = gateway.StatusPaid
+	case Decline:
+		o.status = gateway.StatusFailed
+	case Late:
+		s.schedule(o.delay, func() { s.completeLate(orderID) })
+	}
+	s.mu.Unlock()
+
+	switch b.Behaviour {
+	case Instant:
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, true)
+	case Decline:
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, false)
+	}
+	return nil
+}
+
+// schedule runs f after d; s.mu is held.
+func (s *Server) schedule(d time.Duration, f func()) {
+	if s.closed {
+		return
+	}
+	s.pending.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		delete(s.timers, t)
+		s.mu.Unlock()
+		defer s.pending.Done()
+		f()
+	})
+	s.timers[t] = struct{}{}
+}
+
+// completeLate completes a late payment: the buyer pays now.
+func (s *Server) completeLate(orderID string) {
+	s.mu.Lock()
+	o := s.order(orderID)
+	if o.closed && o.status != gateway.StatusPaid {
+		o.status = gateway.StatusFailed // the gateway refuses payment on a closed order
+		s.mu.Unlock()
+		s.Logger.Info("fake gateway: late payment refused, order closed", "order_id", orderID)
+		return
+	}
+	o.status = gateway.StatusPaid
+	paymentID, amount := o.paymentID, o.amount
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
+	defer cancel()
+	_ = s.callback(ctx, orderID, paymentID, amount, true)
+}
+
+// callback tells the shop (the database) about a payment, as a shop's
+// callback handler would.
+func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, paid bool) error {
+	if s.DB == nil {
+		return nil
+	}
+	var (
+		result string
+		err    error
+	)
+	if paid {
+		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
+			orderID, paymentID, amount.SQL()).Scan(&result)
+	} else {
+		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", orderID, paymentID).Scan(&result)
+	}
+	s.mu.Lock()
+	s.stats.Callbacks++
+	if err != nil {
+		s.stats.CallbackErrors++
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.Logger.Warn("fake gateway: callback failed", "order_id", orderID, "payment_id", paymentID, "paid", paid, "error", err)
+		return fmt.Errorf("callback for order %q: %w", orderID, err)
+	}
+	s.Logger.Info("fake gateway: callback", "order_id", orderID, "payment_id", paymentID, "paid", paid, "result", result)
+	return nil
+}
+
+// order returns the order's record, creating it; s.mu is held.
+func (s *Server) order(orderID string) *order {
+	o, ok := s.orders[orderID]
+	if !ok {
+		o = &order{behaviour: Instant, status: gateway.StatusNone}
+		s.orders[orderID] = o
+	}
+	return o
+}
+
+func (s *Server) orderState(orderID string) OrderState {
+	o, ok := s.orders[orderID]
+	if !ok {
+		return OrderState{OrderID: orderID, Behaviour: Instant, Status: gateway.StatusNone}
+	}
+	return OrderState{
+		OrderID:   orderID,
+		Behaviour: o.behaviour,
+		Status:    o.status,
+		PaymentID: o.paymentID,
+		Amount:    o.amount,
+		Closed:    o.closed,
+		Closes:    o.closes,
+		Refunds:   o.refunds,
+	}
+}
+
+// answer applies the down and slow behaviours of the gateway and of the
+// order; it reports false when it has answered 503.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, orderID string) bool {
+	s.mu.Lock()
+	global := s.global
+	var behaviour string
+	var delay time.Duration
+	if o, ok := s.orders[orderID]; ok && orderID != "" {
+		behaviour, delay = o.behaviour, o.delay
+	}
+	s.mu.Unlock()
+	if global.Behaviour == Down || behaviour == Down {
+		http.Error(w, `{"error":"gateway down"}`, http.StatusServiceUnavailable)
+		return false
+	}
+	wait := time.Duration(0)
+	if global.Behaviour == Slow {
+		wait = time.Duration(global.DelayMS) * time.Millisecond
+	}
+	if behaviour == Slow {
+		wait = max(wait, delay)
+	}
+	if wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("order_id")
+	s.mu.Lock()
+	s.stats.Queries++
+	s.mu.Unlock()
+	if !s.answer(w, r, id) {
+		return
+	}
+	s.mu.Lock()
+	st := s.orderState(id)
+	s.mu.Unlock()
+	out := gateway.Order{OrderID: id, Status: st.Status}
+	if st.Status == gateway.StatusPaid {
+		out.PaymentID, out.Amount = st.PaymentID, st.Amount
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("order_id")
+	s.mu.Lock()
+	s.stats.Closes++
+	s.mu.Unlock()
+	if !s.answer(w, r, id) {
+		return
+	}
+	s.mu.Lock()
+	o := s.order(id)
+	o.closes++
+	var out gateway.CloseResult
+	if o.status == gateway.StatusPaid {
+		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount}
+	} else {
+		o.closed = true
+		out = gateway.CloseResult{Status: gateway.CloseClosed}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
+	var req gateway.RefundRequest
+	if err := decode(r, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.IdempotencyKey == "" || req.OrderID == "" || req.PaymentID == "" {
+		http.Error(w, "order_id, payment_id and idempotency_key are required", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.stats.RefundRequests++
+	s.mu.Unlock()
+	if !s.answer(w, r, req.OrderID) {
+		return
+	}
+	s.mu.Lock()
+	out, ok := s.refunds[req.IdempotencyKey]
+	if !ok {
+		s.stats.Refunds++
+		out = gateway.Refund{RefundID: fmt.Sprintf("R%d", s.stats.Refunds), Status: "refunded"}
+		s.refunds[req.IdempotencyKey] = out
+		o := s.order(req.OrderID)
+		o.refunds++
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) setOrder(w http.ResponseWriter, r *http.Request) {
+	var b Behaviour
+	if err := decode(r, &b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	id := r.PathValue("order_id")
+	if err := s.Set(r.Context(), id, b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.showOrder(w, r)
+}
+
+func (s *Server) showOrder(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Order(r.PathValue("order_id")))
+}
+
+// SetGateway does what POST /_fake/gateway does.
+func (s *Server) SetGateway(b Behaviour) error {
+	switch b.Behaviour {
+	case Normal, Down, Slow:
+	default:
+		return fmt.Errorf("behaviour must be normal, down or slow, got %q", b.Behaviour)
+	}
+	s.mu.Lock()
+	s.global = Behaviour{Behaviour: b.Behaviour, DelayMS: b.DelayMS}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) setGateway(w http.ResponseWriter, r *http.Request) {
+	var b Behaviour
+	if err := decode(r, &b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := s.SetGateway(b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) showStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("malformed JSON body: %w", err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

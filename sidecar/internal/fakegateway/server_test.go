@@ -1,0 +1,115 @@
+package fakegateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The control API over HTTP, and the callbacks into the database.
+func TestControlAPIAndCallbacks(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	fake := fakegateway.New(db, sidecartest.Logger())
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	t.Cleanup(fake.Close)
+
+	post := func(path, body string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	get := func(path string) (int, map[string]any) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+
+	// instant: paid, and confirmed in the database before the answer.
+	sidecartest.CreateOrder(t, db, "I1", time.Hour, "")
+	code, out := post("/_fake/orders/I1", `{"behaviour": "instant", "payment_id": "PI"}`)
+	require.Equal(t, 200, code)
+	require.Equal(t, "paid", out["status"])
+	require.Equal(t, "PAID", sidecartest.Status(t, db, "I1"))
+
+	// decline: the callback fails the payment; the order goes back to PENDING.
+	sidecartest.CreateOrder(t, db, "D1", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment('D1', 'PD')")
+	code, _ = post("/_fake/orders/D1", `{"behaviour": "decline", "payment_id": "PD"}`)
+	require.Equal(t, 200, code)
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "D1"))
+	_, out = get("/v1/orders/D1")
+	require.Equal(t, "failed", out["status"])
+
+	// late: unknown to queries until the delay, then paid and confirmed.
+	sidecartest.CreateOrder(t, db, "L1", time.Hour, "")
+	post("/_fake/orders/L1", `{"behaviour": "late", "delay_ms": 200, "payment_id": "PL"}`)
+	_, out = get("/v1/orders/L1")
+	require.Equal(t, "none", out["status"])
+	sidecartest.WaitStatus(t, db, "L1", "PAID", 10*time.Second)
+	_, out = get("/v1/orders/L1")
+	require.Equal(t, "paid", out["status"])
+
+	// late after a close: refused.
+	post("/_fake/orders/L2", `{"behaviour": "late", "delay_ms": 100, "payment_id": "PL2"}`)
+	code, out = post("/v1/orders/L2/close", `{}`)
+	require.Equal(t, 200, code)
+	require.Equal(t, "closed", out["status"])
+	sidecartest.Eventually(t, 10*time.Second, "the late payment refused", func() (bool, error) {
+		return fake.Order("L2").Status == "failed", nil
+	})
+
+	// silent: paid, no callback.
+	sidecartest.CreateOrder(t, db, "S1", time.Hour, "")
+	post("/_fake/orders/S1", `{"behaviour": "silent", "payment_id": "PS"}`)
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "S1"))
+	_, out = get("/v1/orders/S1")
+	require.Equal(t, "paid", out["status"])
+
+	// down: 503 for this order only; the whole gateway down: 503 for all.
+	post("/_fake/orders/X1", `{"behaviour": "down"}`)
+	code, _ = get("/v1/orders/X1")
+	require.Equal(t, 503, code)
+	code, _ = get("/v1/orders/S1")
+	require.Equal(t, 200, code)
+	code, _ = post("/_fake/gateway", `{"behaviour": "down"}`)
+	require.Equal(t, 200, code)
+	code, _ = get("/v1/orders/S1")
+	require.Equal(t, 503, code)
+	post("/_fake/gateway", `{"behaviour": "normal"}`)
+
+	// refunds: one per idempotency key.
+	for range 3 {
+		code, out = post("/v1/refunds", `{"order_id": "S1", "payment_id": "PS", "amount": "1.00", "idempotency_key": "PS"}`)
+		require.Equal(t, 200, code)
+		require.Equal(t, "refunded", out["status"])
+	}
+	code, _ = post("/_fake/orders/S1", `{"behaviour": "nonsense"}`)
+	require.Equal(t, 400, code)
+
+	_, out = get("/_fake/stats")
+	require.EqualValues(t, 1, out["refunds"])
+	require.EqualValues(t, 3, out["refund_requests"])
+	require.EqualValues(t, 1, out["closes"])
+	require.EqualValues(t, 3, out["callbacks"])
+	require.EqualValues(t, 0, out["callback_errors"])
+}

@@ -1,0 +1,117 @@
+package migration
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/golang-migrate/migrate/v4"
+	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/ordertimeout/ordertimeout/migrations"
+)
+
+// Migrator applies the embedded migrations to one database. Close it when
+// done.
+type Migrator struct {
+	m *migrate.Migrate
+}
+
+// Open connects to the database at databaseURL (a postgres:// URL or a
+// keyword/value string).
+func Open(databaseURL string, logger *slog.Logger) (*Migrator, error) {
+	config, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	db := stdlib.OpenDB(*config)
+	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open migration driver: %w", err)
+	}
+	source, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		driver.Close()
+		return nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
+	if err != nil {
+		source.Close()
+		driver.Close()
+		return nil, fmt.Errorf("create migrator: %w", err)
+	}
+	if logger != nil {
+		m.Log = logAdapter{logger}
+	}
+	return &Migrator{m: m}, nil
+}
+
+// Close closes the source and the database connection.
+func (g *Migrator) Close() error {
+	sourceErr, dbErr := g.m.Close()
+	if err := errors.Join(sourceErr, dbErr); err != nil {
+		return fmt.Errorf("close migrator: %w", err)
+	}
+	return nil
+}
+
+// Up applies every migration not yet applied. It reports whether anything
+// changed.
+func (g *Migrator) Up() (changed bool, err error) {
+	err = g.m.Up()
+	if errors.Is(err, migrate.ErrNoChange) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("migrate up: %w", err)
+	}
+	return true, nil
+}
+
+// Down rolls back steps migrations, or every migration when steps is 0
+// (which removes ordertimeout and River's tables with all their data).
+func (g *Migrator) Down(steps int) (changed bool, err error) {
+	if steps < 0 {
+		return false, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
+	}
+	if steps == 0 {
+		err = g.m.Down()
+	} else {
+		err = g.m.Steps(-steps)
+	}
+	if errors.Is(err, migrate.ErrNoChange) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("migrate down: %w", err)
+	}
+	return true, nil
+}
+
+// Version returns the applied version (0 when none) and whether a failed
+// migration left the database dirty.
+func (g *Migrator) Version() (version uint, dirty bool, err error) {
+	version, dirty, err = g.m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read migration version: %w", err)
+	}
+	return version, dirty, nil
+}
+
+type logAdapter struct{ l *slog.Logger }
+
+// Printf logs one line of golang-migrate at info level.
+func (a logAdapter) Printf(format string, v ...any) {
+	a.l.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// Verbose turns golang-migrate's verbose logging off.
+func (a logAdapter) Verbose() bool { return false }

@@ -1,0 +1,13 @@
+// Package sidecar assembles one running sidecar: a pgx pool whose sessions
+// name the sidecar (ordertimeout.actor = "sidecar:<name>"), the cancel sweep
+// (package sweep), a River client serving queue "ordertimeout" with the
+// workers of package worker, the conflict listener (package listener), the
+// database statistics poller and the HTTP server (packages metrics, server).
+//
+// Run starts them and, when its context ends, stops them in order: the sweep
+// stops claiming (a sweep in flight commits), the listener closes, River stops
+// fetching and waits up to ShutdownTimeout for running jobs, then cancels
+// them (the workers hand an interrupted job back with river.JobSnooze(0)),
+// and the HTTP server closes. Nothing is lost at any point: every piece of
+// work is a row that another sidecar, or this one restarted, picks up.
+package sidecar

@@ -1,0 +1,446 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"riverqueue.com/riverui"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
+)
+
+// River's fetch settings for queue "ordertimeout". The database inserts most
+// of this queue's jobs with plain SQL (no River insert notification), often as
+// state available with a future scheduled_at, so the poll interval is what
+// bounds how soon a due check starts: 50 ms keeps a gateway check within
+// about a tick of its due time at the cost of one cheap indexed query per
+// 50 ms per sidecar; the 10 ms cooldown lets a backlog of checks be fetched
+// in quick successive batches. Neither depends on River's 5 s scheduler,
+// which only matters for snoozes longer than 5 s.
+const (
+	DefaultFetchCooldown     = 10 * time.Millisecond
+	DefaultFetchPollInterval = 50 * time.Millisecond
+)
+
+// Application names of the sidecar's dedicated LISTEN connections.
+const (
+	WakeListenerName     = "ordertimeout-listen-wake"
+	ConflictListenerName = "ordertimeout-listen-conflicts"
+)
+
+// ApplicationName is the application_name of the pool connections of
+// sidecar name, as pg_stat_activity shows it (PostgreSQL keeps 63 bytes).
+func ApplicationName(name string) string {
+	n := "ordertimeout sidecar:" + name
+	if len(n) > 63 {
+		n = n[:63]
+	}
+	return n
+}
+
+// Defaults of a Config.
+const (
+	DefaultMaxWorkers      = 20
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultJobTimeout      = time.Minute
+	DefaultRescueAfter     = 2 * time.Minute
+	DefaultConflictRescan  = 5 * time.Minute
+)
+
+// Config configures a Sidecar. DatabaseURL and GatewayURL are required;
+// every zero field means its default.
+type Config struct {
+	DatabaseURL string
+	// Name is recorded as actor "sidecar:<Name>" on every event this
+	// sidecar causes. If empty, "<hostname>-<pid>".
+	Name string
+
+	GatewayURL     string
+	GatewayToken   string
+	GatewayTimeout time.Duration
+	GatewayRetries int
+
+	WebhookURL     string
+	WebhookSecret  string
+	WebhookTimeout time.Duration
+
+	SweepBatch      int
+	SweepSessions   int
+	MaxSleep        time.Duration
+	ListenReconnect time.Duration
+	// NoSweep disables the sweep (for a sidecar that only works River jobs).
+	NoSweep bool
+
+	MaxWorkers        int
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
+	JobTimeout        time.Duration
+	RescueAfter       time.Duration
+	ConflictRescan    time.Duration
+
+	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
+	// server.DefaultAddr.
+	HTTPAddr        string
+	UIUser          string
+	UIPassword      string
+	MetricsInterval time.Duration
+
+	ShutdownTimeout time.Duration
+	DBMaxConns      int
+
+	Logger *slog.Logger
+}
+
+// DefaultName returns "<hostname>-<pid>".
+func DefaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sidecar"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// Sidecar is one running sidecar. Create it with New, run it with Run.
+type Sidecar struct {
+	cfg     Config
+	logger  *slog.Logger
+	pool    *pgxpool.Pool
+	river   *river.Client[pgx.Tx]
+	sweeper *sweep.Sweeper
+	listen  *listener.Listener
+	poller  *metrics.DBPoller
+	reg     *metrics.Registry
+	http    *server.Server
+	ui      *riverui.Handler
+
+	httpAddr     net.Addr
+	riverRunning atomic.Bool
+}
+
+// New connects to the database and builds every part of the sidecar without
+// starting any.
+func New(ctx context.Context, cfg Config) (*Sidecar, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	if cfg.GatewayURL == "" {
+		return nil, errors.New("gateway URL is required (--gateway-url)")
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName()
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
+	}
+	if cfg.SweepSessions <= 0 {
+		cfg.SweepSessions = sweep.DefaultSessions
+	}
+	cfg.FetchCooldown = cmpOr(cfg.FetchCooldown, DefaultFetchCooldown)
+	cfg.FetchPollInterval = cmpOr(cfg.FetchPollInterval, DefaultFetchPollInterval)
+	cfg.ShutdownTimeout = cmpOr(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.JobTimeout = cmpOr(cfg.JobTimeout, DefaultJobTimeout)
+	cfg.RescueAfter = cmpOr(cfg.RescueAfter, DefaultRescueAfter)
+	cfg.ConflictRescan = cmpOr(cfg.ConflictRescan, DefaultConflictRescan)
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("sidecar", cfg.Name)
+
+	poolConfig, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	// Every event this sidecar causes names it.
+	poolConfig.ConnConfig.RuntimeParams["ordertimeout.actor"] = "sidecar:" + cfg.Name
+	if poolConfig.ConnConfig.RuntimeParams["application_name"] == "" {
+		poolConfig.ConnConfig.RuntimeParams["application_name"] = ApplicationName(cfg.Name)
+	}
+	// Sweep sessions, workers, and River's own (fetch, completer, leader,
+	// notifier) connections.
+	poolConfig.MaxConns = int32(cmpOr(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}}
+	if err := s.build(); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sidecar) build() error {
+	cfg, logger, reg := s.cfg, s.logger, s.reg
+
+	gatewayCalls := reg.NewCounter("ordertimeout_gateway_calls_total",
+		"Calls this sidecar made to the payment gateway, by operation (order, close, refund) and result (ok, unavailable, bad_answer).",
+		"op", "result")
+	gatewaySeconds := reg.NewHistogram("ordertimeout_gateway_call_seconds",
+		"Duration of this sidecar's calls to the payment gateway.",
+		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, "op")
+	gw := &gateway.Client{
+		BaseURL: cfg.GatewayURL,
+		Token:   cfg.GatewayToken,
+		Timeout: cfg.GatewayTimeout,
+		Retries: cfg.GatewayRetries,
+		Observe: func(op, result string, d time.Duration) {
+			gatewayCalls.Inc(op, result)
+			gatewaySeconds.Observe(d.Seconds(), op)
+		},
+	}
+
+	jobOutcomes := reg.NewCounter("ordertimeout_jobs_total",
+		"River jobs this sidecar worked, by kind and outcome (e.g. payment_check paid, precancel_check cancelled, resolve_conflict reinstated or refunded, snoozed, error).",
+		"kind", "outcome")
+	conflictsResolved := reg.NewCounter("ordertimeout_conflicts_resolved_total",
+		"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, refunded_after_resolution).",
+		"outcome")
+	workers := river.NewWorkers()
+	err := worker.Register(workers, &worker.Deps{
+		Pool:          s.pool,
+		Gateway:       gw,
+		WebhookURL:    cfg.WebhookURL,
+		WebhookSecret: cfg.WebhookSecret,
+		WebhookClient: &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
+		Logger:        logger,
+		Outcome: func(kind, outcome string) {
+			jobOutcomes.Inc(kind, outcome)
+			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" {
+				conflictsResolved.Inc(outcome)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	// Only queue "ordertimeout". Never add queue "ordertimeout_expire": its
+	// rows are timers that only ordertimeout.sweep_due may claim.
+	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
+		Logger:               logger.With("component", "river"),
+		Queues:               map[string]river.QueueConfig{worker.Queue: {MaxWorkers: cfg.MaxWorkers}},
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		Workers:              workers,
+	})
+	if err != nil {
+		return fmt.Errorf("create River client: %w", err)
+	}
+	s.river = rc
+
+	// The LISTEN connections are dedicated (not from the pool) and named, so
+	// that an operator can tell them apart in pg_stat_activity.
+	connConfig := s.pool.Config().ConnConfig
+	connect := func(applicationName string) func(ctx context.Context) (*pgx.Conn, error) {
+		return func(ctx context.Context) (*pgx.Conn, error) {
+			c := connConfig.Copy()
+			c.RuntimeParams["application_name"] = applicationName
+			return pgx.ConnectConfig(ctx, c)
+		}
+	}
+
+	if !cfg.NoSweep {
+		s.sweeper = &sweep.Sweeper{
+			Pool:           s.pool,
+			Connect:        connect(WakeListenerName),
+			Batch:          cfg.SweepBatch,
+			Sessions:       cfg.SweepSessions,
+			MaxSleep:       cfg.MaxSleep,
+			ReconnectDelay: cfg.ListenReconnect,
+			Logger:         logger.With("component", "sweep"),
+		}
+		sw := s.sweeper
+		for _, m := range []struct {
+			name, help string
+			f          func(sweep.Stats) int64
+		}{
+			{"ordertimeout_sweep_batches_total", "sweep_due calls this sidecar made.", func(st sweep.Stats) int64 { return st.Batches }},
+			{"ordertimeout_sweep_claimed_total", "Due timer rows and lost timeouts this sidecar's sweeps claimed.", func(st sweep.Stats) int64 { return st.Claimed }},
+			{"ordertimeout_sweep_cancelled_total", "Orders this sidecar's sweeps cancelled (timeouts; gateway-checked cancels are in ordertimeout_jobs_total).", func(st sweep.Stats) int64 { return st.Cancelled }},
+			{"ordertimeout_sweep_caught_by_sweep_total", "Overdue orders this sidecar's sweeps cancelled without their timer row (lost timers).", func(st sweep.Stats) int64 { return st.CaughtBySweep }},
+			{"ordertimeout_sweep_checks_total", "Due orders this sidecar's sweeps handed to a gateway check.", func(st sweep.Stats) int64 { return st.Checks }},
+			{"ordertimeout_sweep_moot_total", "Claimed timer rows that could no longer act (order paid, paying or given more time).", func(st sweep.Stats) int64 { return st.Moot }},
+			{"ordertimeout_sweep_retries_total", "Sweeps repeated after a serialization failure or deadlock.", func(st sweep.Stats) int64 { return st.Retries }},
+			{"ordertimeout_sweep_errors_total", "Sweeps that failed.", func(st sweep.Stats) int64 { return st.Errors }},
+			{"ordertimeout_sweep_wakeups_total", "Wake-ups received on channel ordertimeout_wake.", func(st sweep.Stats) int64 { return st.Wakeups }},
+		} {
+			reg.NewCounterFunc(m.name, m.help, func() float64 { return float64(m.f(sw.Stats())) })
+		}
+	}
+
+	s.listen = &listener.Listener{
+		Connect:        connect(ConflictListenerName),
+		River:          rc,
+		ReconnectDelay: cfg.ListenReconnect,
+		Rescan:         cfg.ConflictRescan,
+		Pool:           s.pool,
+		Logger:         logger.With("component", "listener"),
+	}
+	reg.NewCounterFunc("ordertimeout_conflict_notifications_total", "NOTIFYs on ordertimeout_conflict this sidecar handled.",
+		func() float64 { return float64(s.listen.Stats().Notifications) })
+
+	s.poller = metrics.NewDBPoller(reg, s.pool, cfg.MetricsInterval, 0, logger.With("component", "metrics"))
+	reg.NewGaugeFunc("ordertimeout_river_running", "1 while this sidecar's River client is working jobs.", func() float64 {
+		if s.riverRunning.Load() {
+			return 1
+		}
+		return 0
+	})
+
+	if cfg.HTTPAddr != "-" {
+		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(rc, nil),
+			Logger:    logger.With("component", "riverui"),
+			Prefix:    "/riverui",
+		})
+		if err != nil {
+			return fmt.Errorf("create River UI: %w", err)
+		}
+		s.ui = ui
+		s.http = &server.Server{
+			Addr:       cfg.HTTPAddr,
+			Metrics:    reg.Handler(),
+			Ready:      s.Ready,
+			RiverUI:    ui,
+			UIUser:     cfg.UIUser,
+			UIPassword: cfg.UIPassword,
+			Logger:     logger.With("component", "http"),
+		}
+	}
+	return nil
+}
+
+// Pool returns the sidecar's database pool.
+func (s *Sidecar) Pool() *pgxpool.Pool { return s.pool }
+
+// River returns the sidecar's River client.
+func (s *Sidecar) River() *river.Client[pgx.Tx] { return s.river }
+
+// Sweeper returns the sidecar's sweeper (nil with NoSweep).
+func (s *Sidecar) Sweeper() *sweep.Sweeper { return s.sweeper }
+
+// Listener returns the sidecar's conflict listener.
+func (s *Sidecar) Listener() *listener.Listener { return s.listen }
+
+// Registry returns the sidecar's metrics.
+func (s *Sidecar) Registry() *metrics.Registry { return s.reg }
+
+// HTTPAddr returns the address the HTTP server listens on, once Run has
+// started it (nil before, or when disabled).
+func (s *Sidecar) HTTPAddr() net.Addr { return s.httpAddr }
+
+// Ready reports nil when the database answers and River is working.
+func (s *Sidecar) Ready(ctx context.Context) error {
+	if !s.riverRunning.Load() {
+		return errors.New("River client is not running")
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	return nil
+}
+
+// Run starts every part and blocks until ctx is done, then shuts down
+// gracefully and returns nil. It closes the pool when it returns.
+func (s *Sidecar) Run(ctx context.Context) error {
+	defer s.pool.Close()
+	logger := s.logger
+
+	if s.http != nil {
+		addr, err := s.http.Listen()
+		if err != nil {
+			return err
+		}
+		s.httpAddr = addr
+	}
+
+	// River runs on its own context: it is stopped explicitly below, with a
+	// timeout, after the sweep has stopped.
+	riverCtx, cancelRiver := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRiver()
+	if err := s.river.Start(riverCtx); err != nil {
+		return fmt.Errorf("start River client: %w", err)
+	}
+	s.riverRunning.Store(true)
+	logger.Info("sidecar started", "queue", worker.Queue, "max_workers", s.cfg.MaxWorkers,
+		"fetch_cooldown", s.cfg.FetchCooldown, "fetch_poll_interval", s.cfg.FetchPollInterval)
+
+	// The parts below stop when ctx ends, or when one of them fails.
+	ctx, stopParts := context.WithCancel(ctx)
+	defer stopParts()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	run := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	if s.sweeper != nil {
+		run(s.sweeper.Run)
+	}
+	run(s.listen.Listen)
+	run(func(ctx context.Context) error { s.poller.Run(ctx); return nil })
+	if s.http != nil {
+		if err := s.ui.Start(ctx); err != nil {
+			logger.Error("start River UI", "error", err)
+		}
+		run(s.http.Serve)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down: sweep stops claiming, River stops fetching")
+	case runErr = <-errc:
+		logger.Error("sidecar part failed, shutting down", "error", runErr)
+	}
+	stopParts()
+	wg.Wait()
+
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.river.Stop(stopCtx); err != nil {
+		logger.Warn("jobs still running after the shutdown timeout: cancelling them; they are handed back", "timeout", s.cfg.ShutdownTimeout)
+		hardCtx, cancelHard := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancelHard()
+		if err := s.river.StopAndCancel(hardCtx); err != nil {
+			logger.Error("River did not stop", "error", err)
+		}
+	}
+	s.riverRunning.Store(false)
+	logger.Info("sidecar stopped")
+	return runErr
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

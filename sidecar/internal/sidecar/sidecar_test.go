@@ -1,0 +1,531 @@
+package sidecar_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/webhook"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var bg = context.Background()
+
+// env is one test's database, fake gateway and sidecar configuration.
+type env struct {
+	db   *pgxpool.Pool
+	url  string
+	fake *fakegateway.Server
+	gw   string
+}
+
+// newEnv prepares a database with stock and zero grace, and a fake gateway;
+// callbacks says whether the fake calls back into the database.
+func newEnv(t *testing.T, callbacks bool) *env {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	var cb *pgxpool.Pool
+	if callbacks {
+		cb = db
+	}
+	fake, gw := sidecartest.Fake(t, cb)
+	return &env{db: db, url: pgtest.URL(t, db), fake: fake, gw: gw}
+}
+
+func (e *env) config(name string) sidecar.Config {
+	return sidecartest.Config(e.url, e.gw, name)
+}
+
+func (e *env) pay(t *testing.T, orderID, behaviour, paymentID string) {
+	t.Helper()
+	require.NoError(t, e.fake.Set(bg, orderID, fakegateway.Behaviour{Behaviour: behaviour, PaymentID: paymentID}))
+}
+
+// events returns the order's history as "FROM>TO cause" strings.
+func events(t *testing.T, db *pgxpool.Pool, orderID string) []string {
+	t.Helper()
+	rows, err := db.Query(bg, "SELECT coalesce(from_status, '-') || '>' || to_status || ' ' || cause FROM ordertimeout.order_events($1)", orderID)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// A buyer paid at the gateway, which never called back (silent). Under the
+// attempted policy (a payment was started, then failed, then the buyer paid
+// with another one) and under the always policy (no payment started at all),
+// the precancel check finds the payment: the order ends PAID, never
+// CANCELLED. The gateway being down for a while changes nothing.
+func TestPaidAtGatewayIsNeverCancelled(t *testing.T) {
+	t.Parallel()
+
+	t.Run("attempted", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false)
+		sidecartest.CreateOrder(t, e.db, "A1", 500*time.Millisecond, "")
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1')")
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
+		e.pay(t, "A1", fakegateway.Silent, "P2")
+		sidecartest.Start(t, e.config("s1"))
+
+		sidecartest.WaitStatus(t, e.db, "A1", "PAID", 15*time.Second)
+		require.Equal(t, []string{"->PENDING requested", "PENDING>PAYING payment", "PAYING>PENDING payment", "PENDING>PAID payment"},
+			events(t, e.db, "A1"))
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.order_payments('A1') WHERE payment_id = 'P2' AND status = 'confirmed'"))
+		sidecartest.Eventually(t, 10*time.Second, "the precancel check completed", func() (bool, error) {
+			return sidecartest.Int(t, e.db,
+				"SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'completed'") == 1, nil
+		})
+	})
+
+	t.Run("always, gateway down at first", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+		sidecartest.CreateOrder(t, e.db, "A1", 300*time.Millisecond, "")
+		e.pay(t, "A1", fakegateway.Silent, "P1")
+		require.NoError(t, e.fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Down}))
+		sidecartest.Start(t, e.config("s1"))
+
+		// The check asks, the gateway is down, the check snoozes.
+		sidecartest.Eventually(t, 15*time.Second, "the check to meet the down gateway", func() (bool, error) {
+			return e.fake.Stats().Queries > 0, nil
+		})
+		sidecartest.Eventually(t, 15*time.Second, "the check to snooze", func() (bool, error) {
+			return sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job
+			   WHERE kind = 'ordertimeout_precancel_check' AND (metadata->>'snoozes')::int >= 1`) == 1, nil
+		})
+		require.Equal(t, "PENDING", sidecartest.Status(t, e.db, "A1"))
+		require.NoError(t, e.fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Normal}))
+
+		sidecartest.WaitStatus(t, e.db, "A1", "PAID", 20*time.Second)
+		require.Equal(t, []string{"->PENDING requested", "PENDING>PAID payment"}, events(t, e.db, "A1"))
+	})
+
+	t.Run("paying, silent", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false)
+		sidecartest.CreateOrder(t, e.db, "A1", time.Minute, "")
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '300 milliseconds')")
+		e.pay(t, "A1", fakegateway.Silent, "P1")
+		sidecartest.Start(t, e.config("s1"))
+
+		sidecartest.WaitStatus(t, e.db, "A1", "PAID", 15*time.Second)
+		require.Equal(t, []string{"->PENDING requested", "PENDING>PAYING payment", "PAYING>PAID payment"}, events(t, e.db, "A1"))
+	})
+}
+
+// A PAYING order whose payment the gateway says failed returns to PENDING
+// (payment check), and its own timeout then cancels it after a precancel
+// check; the payment is then closed at the gateway.
+func TestFailedPaymentReturnsToPendingThenCancels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false) // no callbacks: only the sidecar's check learns of the failure
+	sidecartest.CreateOrder(t, e.db, "A1", 2*time.Second, "")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '200 milliseconds')")
+	e.pay(t, "A1", fakegateway.Decline, "P1")
+	sidecartest.Start(t, e.config("s1"))
+
+	sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 20*time.Second)
+	require.Equal(t, []string{
+		"->PENDING requested",
+		"PENDING>PAYING payment",
+		"PAYING>PENDING payment",
+		"PENDING>CANCELLED timeout",
+	}, events(t, e.db, "A1"))
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+		"SELECT count(*) FROM ordertimeout.order_payments('A1') WHERE payment_id = 'P1' AND status = 'failed'"))
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.releases WHERE order_id = 'A1'"))
+	sidecartest.Eventually(t, 10*time.Second, "the payment closed at the gateway", func() (bool, error) {
+		return e.fake.Order("A1").Closes == 1, nil
+	})
+}
+
+// lateConflict cancels order orderID by timeout, then lets the buyer pay it
+// at the gateway (a late payment); it returns once the conflict is recorded.
+func lateConflict(t *testing.T, e *env, orderID, paymentID string) {
+	t.Helper()
+	sidecartest.WaitStatus(t, e.db, orderID, "CANCELLED", 15*time.Second)
+	require.NoError(t, e.fake.Set(bg, orderID, fakegateway.Behaviour{Behaviour: fakegateway.Late, DelayMS: 50, PaymentID: paymentID}))
+	sidecartest.Eventually(t, 10*time.Second, "the late payment's conflict", func() (bool, error) {
+		return sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = $1", orderID) == 1, nil
+	})
+}
+
+// A late payment is resolved exactly once: reinstated when the stock is
+// still there, refunded (exactly one refund at the gateway) when not, also
+// when the NOTIFY is repeated.
+func TestLatePaymentResolvedOnce(t *testing.T) {
+	t.Parallel()
+
+	t.Run("reinstated", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		sidecartest.CreateOrder(t, e.db, "A1", 200*time.Millisecond, "")
+		s, _ := sidecartest.Start(t, e.config("s1"))
+		lateConflict(t, e, "A1", "P1")
+
+		sidecartest.WaitStatus(t, e.db, "A1", "PAID", 15*time.Second)
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'A1' AND resolution = 'reinstated' AND resolved_by = 'sidecar:s1'"))
+		require.Equal(t, 0, e.fake.Stats().Refunds)
+		require.GreaterOrEqual(t, s.Listener().Stats().Notifications, int64(1))
+		var avail, reserved, sold int64
+		require.NoError(t, e.db.QueryRow(bg, "SELECT available, reserved, sold FROM ordertimeout.stock WHERE sku = 'A'").Scan(&avail, &reserved, &sold))
+		require.Equal(t, []int64{999999, 0, 1}, []int64{avail, reserved, sold})
+	})
+
+	t.Run("refunded when the stock is gone", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		sidecartest.CreateOrder(t, e.db, "A1", 200*time.Millisecond, "")
+		s, _ := sidecartest.Start(t, e.config("s1"))
+		sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 15*time.Second)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.put_stock('A', 0)")
+		lateConflict(t, e, "A1", "P1")
+
+		sidecartest.Eventually(t, 15*time.Second, "the conflict refunded", func() (bool, error) {
+			return sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'A1' AND resolution = 'refunded'") == 1, nil
+		})
+		require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "A1"))
+		require.Equal(t, 1, e.fake.Stats().Refunds)
+		require.Equal(t, 1, e.fake.Order("A1").Refunds)
+
+		// More NOTIFYs for the same conflict (one per transaction: PostgreSQL
+		// folds identical ones) change nothing.
+		before := s.Listener().Stats().Notifications
+		for range 2 {
+			sidecartest.Exec(t, e.db, "SELECT pg_notify('ordertimeout_conflict', conflict_id::text) FROM ordertimeout.conflicts")
+		}
+		sidecartest.Eventually(t, 10*time.Second, "the NOTIFYs handled", func() (bool, error) {
+			return s.Listener().Stats().Notifications >= before+2, nil
+		})
+		sidecartest.Eventually(t, 10*time.Second, "no resolve job left to run", func() (bool, error) {
+			return sidecartest.Int(t, e.db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_resolve_conflict' AND state NOT IN ('completed')") == 0, nil
+		})
+		require.Equal(t, 1, e.fake.Stats().Refunds)
+		require.Equal(t, 1, e.fake.Stats().RefundRequests)
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.events WHERE order_id = 'A1' AND cause = 'conflict'"))
+	})
+
+	t.Run("found by the gateway close", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false) // a silent payment: only the close finds it
+		sidecartest.CreateOrder(t, e.db, "A1", 300*time.Millisecond, `{"precheck": "never"}`)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1')")
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
+		e.pay(t, "A1", fakegateway.Silent, "P2")
+		sidecartest.Start(t, e.config("s1"))
+
+		sidecartest.Eventually(t, 15*time.Second, "the late payment reinstated", func() (bool, error) {
+			return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+			   WHERE order_id = 'A1' AND payment_id = 'P2' AND resolution = 'reinstated'`) == 1, nil
+		})
+		require.Equal(t, "PAID", sidecartest.Status(t, e.db, "A1"))
+		require.Equal(t, 1, e.fake.Order("A1").Closes)
+		require.Zero(t, e.fake.Stats().Refunds)
+	})
+
+	t.Run("wrong amount found by the precancel check", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+		sidecartest.CreateOrder(t, e.db, "A1", 200*time.Millisecond, `{"amount": 10}`)
+		require.NoError(t, e.fake.Set(bg, "A1", fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "P1", Amount: "12"}))
+		sidecartest.Start(t, e.config("s1"))
+
+		sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 15*time.Second)
+		sidecartest.Eventually(t, 15*time.Second, "the conflict refunded", func() (bool, error) {
+			return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+			   WHERE order_id = 'A1' AND kind = 'amount_mismatch' AND resolution = 'refunded'`) == 1, nil
+		})
+		require.Equal(t, 1, e.fake.Stats().Refunds)
+	})
+
+	t.Run("manual policy leaves the conflict open", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(late_payment => 'manual')")
+		sidecartest.CreateOrder(t, e.db, "A1", 200*time.Millisecond, "")
+		sidecartest.Start(t, e.config("s1"))
+		lateConflict(t, e, "A1", "P1")
+
+		sidecartest.Eventually(t, 15*time.Second, "the resolve job done", func() (bool, error) {
+			return sidecartest.Int(t, e.db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_resolve_conflict' AND state = 'completed'") == 1, nil
+		})
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.open_conflicts(10)"))
+		require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "A1"))
+		require.Zero(t, e.fake.Stats().Refunds)
+	})
+
+	t.Run("NOTIFY missed while LISTEN was down", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		sidecartest.CreateOrder(t, e.db, "A1", 200*time.Millisecond, "")
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.put_stock('B', 1)")
+		sidecartest.Exec(t, e.db, `SELECT ordertimeout.create_order('B1', '[{"sku":"B","qty":1}]', interval '200 milliseconds')`)
+		cfg := e.config("s1")
+		cfg.ListenReconnect = 3 * time.Second // the window in which the NOTIFY goes unheard
+		s, _ := sidecartest.Start(t, cfg)
+		sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 15*time.Second)
+		sidecartest.WaitStatus(t, e.db, "B1", "CANCELLED", 15*time.Second)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.put_stock('B', 0)") // B1 cannot be reinstated, A1 can
+
+		listenerPID := func() int64 {
+			return sidecartest.Int(t, e.db, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			   WHERE datname = current_database() AND application_name = $1`, sidecar.ConflictListenerName)
+		}
+		sidecartest.Eventually(t, 10*time.Second, "the conflict listener", func() (bool, error) { return listenerPID() != 0, nil })
+		require.EqualValues(t, 1, s.Listener().Stats().Connects)
+		sidecartest.Exec(t, e.db, "SELECT pg_terminate_backend($1)", listenerPID())
+		sidecartest.Eventually(t, 5*time.Second, "the listener gone", func() (bool, error) { return listenerPID() == 0, nil })
+
+		// The late payments arrive while nobody listens.
+		e.pay(t, "A1", fakegateway.Instant, "PA")
+		e.pay(t, "B1", fakegateway.Instant, "PB")
+		require.EqualValues(t, 2, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts WHERE resolution IS NULL"))
+		require.EqualValues(t, 1, s.Listener().Stats().Connects, "the listener must still be down")
+
+		sidecartest.Eventually(t, 20*time.Second, "both conflicts resolved", func() (bool, error) {
+			return sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts WHERE resolution IS NOT NULL") == 2, nil
+		})
+		require.EqualValues(t, 0, s.Listener().Stats().Notifications, "resolved from the backlog, not a NOTIFY")
+		require.EqualValues(t, 2, s.Listener().Stats().Connects)
+		require.Equal(t, "PAID", sidecartest.Status(t, e.db, "A1"))
+		require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "B1"))
+		require.Equal(t, 1, e.fake.Stats().Refunds)
+		require.Equal(t, 1, e.fake.Order("B1").Refunds)
+	})
+}
+
+// Two sidecars with their own pools drain 20,000 due orders: every order is
+// cancelled exactly once, every reservation released once, and both did part
+// of the work.
+func TestTwoSidecarsDrainTogether(t *testing.T) {
+	t.Parallel()
+	const orders = 20000
+	e := newEnv(t, false)
+	sidecartest.CreateMany(t, e.db, "o", orders, 20, time.Second)
+	sidecartest.Eventually(t, time.Minute, "every order due", func() (bool, error) {
+		return sidecartest.Int(t, e.db, "SELECT due_timers FROM ordertimeout.sweep_stats") == orders, nil
+	})
+
+	var cfgs []sidecar.Config
+	for _, name := range []string{"s1", "s2"} {
+		cfg := e.config(name)
+		cfg.SweepBatch = 250
+		cfg.SweepSessions = 2
+		cfgs = append(cfgs, cfg)
+	}
+	start := time.Now()
+	sidecartest.StartMany(t, cfgs...)
+	sidecartest.Eventually(t, 2*time.Minute, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == orders, nil
+	})
+	t.Logf("drained %d orders in %s", orders, time.Since(start).Round(time.Millisecond))
+	require.EqualValues(t, orders, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+	require.EqualValues(t, 0, sidecartest.Int(t, e.db, `SELECT count(*) FROM (SELECT order_id FROM ordertimeout.events
+	   WHERE to_status = 'CANCELLED' GROUP BY order_id HAVING count(*) > 1) AS twice`))
+	require.EqualValues(t, orders, sidecartest.Int(t, e.db, "SELECT count(DISTINCT order_id) FROM ordertimeout.releases"))
+	require.EqualValues(t, orders, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.releases"))
+	var avail, reserved int64
+	require.NoError(t, e.db.QueryRow(bg, "SELECT sum(available), sum(reserved) FROM ordertimeout.stock WHERE sku LIKE 'S%'").Scan(&avail, &reserved))
+	require.EqualValues(t, 20*orders, avail, "stock back where it was")
+	require.Zero(t, reserved)
+
+	rows, err := e.db.Query(bg, `SELECT actor, count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' GROUP BY actor ORDER BY actor`)
+	require.NoError(t, err)
+	type share struct {
+		Actor string
+		N     int64
+	}
+	shares, err := pgx.CollectRows(rows, pgx.RowToStructByPos[share])
+	require.NoError(t, err)
+	t.Logf("cancels by actor: %v", shares)
+	require.Len(t, shares, 2)
+	require.Equal(t, "sidecar:s1", shares[0].Actor)
+	require.Equal(t, "sidecar:s2", shares[1].Actor)
+	require.Positive(t, shares[0].N)
+	require.Positive(t, shares[1].N)
+}
+
+// Webhooks are delivered for cancels and payments, signed so that the
+// receiver's Verify accepts them; a reminder goes out only while the order
+// is still PENDING at its version.
+func TestWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true, remind_before => interval '1 second')")
+
+	const secret = "whsec"
+	var (
+		mu       sync.Mutex
+		received []worker.Event
+		failures []error
+	)
+	first := true
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if first { // the first delivery fails: River retries it
+			first = false
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, 5*time.Minute, time.Now()); err != nil {
+			failures = append(failures, err)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var ev worker.Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			failures = append(failures, err)
+		}
+		received = append(received, ev)
+	}))
+	t.Cleanup(receiver.Close)
+
+	cfg := e.config("s1")
+	cfg.WebhookURL = receiver.URL
+	cfg.WebhookSecret = secret
+	sidecartest.Start(t, cfg)
+
+	sidecartest.CreateOrder(t, e.db, "C1", 1500*time.Millisecond, "") // reminded at 0.5 s, cancelled at 1.5 s
+	sidecartest.CreateOrder(t, e.db, "P1", 1500*time.Millisecond, "") // paid before its reminder: no reminder
+	e.pay(t, "P1", fakegateway.Instant, "PAY1")
+
+	types := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, ev := range received {
+			out = append(out, ev.OrderID+":"+ev.Type)
+		}
+		return out
+	}
+	sidecartest.Eventually(t, 30*time.Second, "three webhooks", func() (bool, error) { return len(types()) >= 3, nil })
+	require.ElementsMatch(t, []string{"C1:order.expiring_soon", "C1:order.cancelled", "P1:order.paid"}, types())
+	mu.Lock()
+	require.Empty(t, failures)
+	mu.Unlock()
+	sidecartest.Eventually(t, 10*time.Second, "the P1 reminder skipped", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_webhook'
+		   AND args->>'order_id' = 'P1' AND args ? 'reminder' AND state = 'completed'`) == 1, nil
+	})
+	require.Len(t, types(), 3)
+}
+
+// The sidecar needs no more than the ordertimeout_sidecar role: sweep,
+// gateway checks, conflict resolution, statistics and River all work for a
+// login role that has only that role.
+func TestRunsWithTheSidecarRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	role := "sidecar_" + strings.ReplaceAll(e.db.Config().ConnConfig.Database, "pgtest_", "")
+	sidecartest.Exec(t, e.db, fmt.Sprintf("CREATE ROLE %s LOGIN IN ROLE ordertimeout_sidecar", pgx.Identifier{role}.Sanitize()))
+	t.Cleanup(func() {
+		_, _ = e.db.Exec(bg, fmt.Sprintf("DROP ROLE IF EXISTS %s", pgx.Identifier{role}.Sanitize()))
+	})
+	u, err := neturl.Parse(e.url)
+	require.NoError(t, err)
+	u.User = neturl.User(role)
+
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+	sidecartest.CreateOrder(t, e.db, "PAID1", 200*time.Millisecond, "")
+	e.pay(t, "PAID1", fakegateway.Silent, "P1")
+	sidecartest.CreateOrder(t, e.db, "LATE1", 200*time.Millisecond, "")
+
+	cfg := sidecartest.Config(u.String(), e.gw, "role")
+	cfg.HTTPAddr = "127.0.0.1:0"
+	s, _ := sidecartest.Start(t, cfg)
+
+	sidecartest.WaitStatus(t, e.db, "PAID1", "PAID", 15*time.Second)
+	lateConflict(t, e, "LATE1", "P2")
+	sidecartest.WaitStatus(t, e.db, "LATE1", "PAID", 15*time.Second)
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.events WHERE actor = 'sidecar:role' AND cause = 'conflict'"))
+
+	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(body), `ordertimeout_db_polls_total{result="ok"}`)
+	require.NotContains(t, string(body), `ordertimeout_db_polls_total{result="error"}`)
+
+	// River's UI works with the role too (served without auth on localhost).
+	for _, path := range []string{"/riverui/api/jobs?state=completed", "/riverui/api/queues", "/riverui/api/states"} {
+		resp, err := http.Get("http://" + s.HTTPAddr().String() + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, resp.Header.Get("Content-Type"), "application/json", "%s: %s", path, body)
+	}
+}
+
+// The HTTP server answers /healthz, /readyz and /metrics; /riverui/ is
+// behind basic auth when a UI user is set.
+func TestHTTPServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	cfg := e.config("s1")
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.UIUser, cfg.UIPassword = "admin", "pw"
+	s, _ := sidecartest.Start(t, cfg)
+	sidecartest.CreateOrder(t, e.db, "A1", 100*time.Millisecond, "")
+	sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 10*time.Second)
+
+	base := "http://" + s.HTTPAddr().String()
+	get := func(path, user, password string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		if user != "" {
+			req.SetBasicAuth(user, password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("/healthz", "", "")
+	require.Equal(t, 200, code)
+	code, _ = get("/readyz", "", "")
+	require.Equal(t, 200, code)
+	code, body := get("/metrics", "", "")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "# TYPE ordertimeout_sweep_cancelled_total counter\nordertimeout_sweep_cancelled_total 1\n")
+	require.Contains(t, body, "ordertimeout_db_sweep{stat=\"open_conflicts\"} 0")
+	code, _ = get("/riverui/", "", "")
+	require.Equal(t, 401, code)
+	code, body = get("/riverui/", "admin", "pw")
+	require.Equal(t, 200, code, body)
+	code, _ = get("/riverui/api/jobs?state=completed", "admin", "pw")
+	require.Equal(t, 200, code)
+
+	// Cancel lag reaches the histogram once settled.
+	sidecartest.Eventually(t, 15*time.Second, "the cancel lag histogram", func() (bool, error) {
+		_, body := get("/metrics", "", "")
+		return strings.Contains(body, `ordertimeout_db_cancel_lag_seconds_count{cause="timeout"} 1`), nil
+	})
+}

@@ -1,0 +1,356 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
+)
+
+// WakeChannel is the channel on which the database announces a deadline that
+// comes before the moment the sweepers planned to wake up.
+const WakeChannel = "ordertimeout_wake"
+
+// Defaults of a Sweeper.
+const (
+	DefaultBatch          = 1000
+	DefaultSessions       = 2
+	DefaultMaxSleep       = time.Second
+	DefaultReconnectDelay = 2 * time.Second
+)
+
+const (
+	// minSleep is the shortest sleep. plan_sleep can name a moment already
+	// past when due rows exist that another session holds (SKIP LOCKED
+	// passed them over); the pause keeps this sweeper from spinning on them.
+	minSleep = 10 * time.Millisecond
+
+	// errorPause is how long the loop waits after a failed sweep.
+	errorPause = time.Second
+
+	// retries bounds the transparent retries of a sweep that failed with a
+	// serialization failure or deadlock.
+	retries = 5
+
+	// statementTimeout bounds one sweep_due or plan_sleep call.
+	statementTimeout = time.Minute
+)
+
+// Result is what one sweep_due call did.
+type Result struct {
+	Claimed       int // timer rows and lost timeouts claimed
+	Cancelled     int // orders cancelled
+	CaughtBySweep int // timeouts found without their timer row
+	Checks        int // orders handed to a gateway check instead
+	Moot          int // claimed rows that could no longer act
+}
+
+// Stats are a Sweeper's counters since it was created.
+type Stats struct {
+	Batches       int64 // sweep_due calls that returned
+	Claimed       int64
+	Cancelled     int64
+	CaughtBySweep int64
+	Checks        int64
+	Moot          int64
+	Retries       int64 // sweeps repeated after a serialization failure or deadlock
+	Errors        int64 // sweeps that failed
+	Wakeups       int64 // NOTIFYs on WakeChannel received
+}
+
+// Sweeper calls ordertimeout.sweep_due until nothing is due, then sleeps until
+// the next deadline or a wake-up. Create it with its fields set, then call
+// Run.
+type Sweeper struct {
+	// Pool runs sweep_due and plan_sleep. It is required. Its connections
+	// should set ordertimeout.actor so that events name this sidecar.
+	Pool *pgxpool.Pool
+
+	// Connect opens the dedicated connection that LISTENs on WakeChannel.
+	// If nil, a new connection with the configuration of Pool is opened.
+	Connect func(ctx context.Context) (*pgx.Conn, error)
+
+	// Batch is the most orders one sweep_due call claims. If zero,
+	// DefaultBatch is used.
+	Batch int
+
+	// Sessions is how many sessions sweep at once while full batches come
+	// back. If zero, DefaultSessions is used.
+	Sessions int
+
+	// MaxSleep is the longest the sweeper sleeps between sweeps. It also
+	// bounds how late a missed wake-up can make a cancel. If zero,
+	// DefaultMaxSleep is used.
+	MaxSleep time.Duration
+
+	// ReconnectDelay is how long to wait before listening again after the
+	// LISTEN connection was lost. If zero, DefaultReconnectDelay is used.
+	ReconnectDelay time.Duration
+
+	// Logger logs errors and drains. If nil, slog.Default() is used.
+	Logger *slog.Logger
+
+	batches, claimed, cancelled, caught, checks, moot atomic.Int64
+	retries, errors, wakeups                          atomic.Int64
+	lastLoop                                          atomic.Int64 // unix nanos of the loop's last turn
+
+	wake chan struct{}
+}
+
+// Stats returns the sweeper's counters.
+func (s *Sweeper) Stats() Stats {
+	return Stats{
+		Batches:       s.batches.Load(),
+		Claimed:       s.claimed.Load(),
+		Cancelled:     s.cancelled.Load(),
+		CaughtBySweep: s.caught.Load(),
+		Checks:        s.checks.Load(),
+		Moot:          s.moot.Load(),
+		Retries:       s.retries.Load(),
+		Errors:        s.errors.Load(),
+		Wakeups:       s.wakeups.Load(),
+	}
+}
+
+// LastLoop returns when the sweep loop last turned (zero before Run).
+func (s *Sweeper) LastLoop() time.Time {
+	n := s.lastLoop.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Run sweeps until ctx is done, then returns nil once the sweeps in flight
+// have committed or rolled back. It returns an error only for a
+// misconfiguration.
+func (s *Sweeper) Run(ctx context.Context) error {
+	if s.Pool == nil {
+		return errors.New("sweep: Pool is required")
+	}
+	s.wake = make(chan struct{}, 1)
+	logger := s.logger()
+
+	listenCtx, stopListen := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.listen(listenCtx)
+	}()
+	defer func() {
+		stopListen()
+		wg.Wait()
+	}()
+
+	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
+	for ctx.Err() == nil {
+		s.lastLoop.Store(time.Now().UnixNano())
+		// A wake-up that came before this sweep is answered by it.
+		select {
+		case <-s.wake:
+		default:
+		}
+
+		res, err := s.Sweep(ctx)
+		if err != nil {
+			logger.Error("sweep due orders", "error", err)
+			s.pause(ctx, errorPause)
+			continue
+		}
+		if res.Claimed >= s.batch() && ctx.Err() == nil {
+			s.drain(ctx)
+			continue
+		}
+
+		d, err := s.planSleep(ctx)
+		if err != nil && ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			logger.Error("plan next sweep", "error", err)
+			d = s.maxSleep()
+		}
+		s.pause(ctx, d)
+	}
+	logger.Info("sweeper stopped")
+	return nil
+}
+
+// drain runs Sessions sessions that each sweep until a batch comes back not
+// full, or ctx is done.
+func (s *Sweeper) drain(ctx context.Context) {
+	start := time.Now()
+	before := s.cancelled.Load()
+	var wg sync.WaitGroup
+	for range s.sessions() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				res, err := s.Sweep(ctx)
+				if err != nil {
+					s.logger().Error("sweep due orders", "error", err)
+					return
+				}
+				if res.Claimed < s.batch() {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.logger().Info("drained due orders", "cancelled", s.cancelled.Load()-before, "elapsed", time.Since(start).Round(time.Millisecond))
+}
+
+// Sweep makes one sweep_due call, repeating it after a serialization failure
+// or deadlock. A call in flight when ctx ends still commits: stopping only
+// stops new claims.
+func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
+	var res Result
+	for attempt := 1; ; attempt++ {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+		err := s.Pool.QueryRow(qctx,
+			"SELECT claimed, cancelled, caught_by_sweep, checks, moot FROM ordertimeout.sweep_due($1)",
+			s.batch()).Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot)
+		cancel()
+		if err == nil {
+			break
+		}
+		if retryable(err) && attempt < retries && ctx.Err() == nil {
+			s.retries.Add(1)
+			continue
+		}
+		s.errors.Add(1)
+		return Result{}, fmt.Errorf("sweep due orders: %w", err)
+	}
+	s.batches.Add(1)
+	s.claimed.Add(int64(res.Claimed))
+	s.cancelled.Add(int64(res.Cancelled))
+	s.caught.Add(int64(res.CaughtBySweep))
+	s.checks.Add(int64(res.Checks))
+	s.moot.Add(int64(res.Moot))
+	if res.CaughtBySweep > 0 {
+		s.logger().Warn("cancelled overdue orders that had lost their timer row", "caught_by_sweep", res.CaughtBySweep)
+	}
+	return res, nil
+}
+
+// planSleep records when this sweeper will sweep next and returns how long
+// to sleep. Both moments are the database's clock.
+func (s *Sweeper) planSleep(ctx context.Context) (time.Duration, error) {
+	qctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	var wakeAt, now time.Time
+	err := s.Pool.QueryRow(qctx,
+		"SELECT ordertimeout.plan_sleep($1 * interval '1 microsecond'), clock_timestamp()",
+		s.maxSleep().Microseconds()).Scan(&wakeAt, &now)
+	if err != nil {
+		return 0, fmt.Errorf("plan next sweep: %w", err)
+	}
+	return min(max(wakeAt.Sub(now), minSleep), s.maxSleep()), nil
+}
+
+// pause waits for d, a wake-up or the end of ctx.
+func (s *Sweeper) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.wake:
+	case <-ctx.Done():
+	}
+}
+
+// listen keeps a LISTEN on WakeChannel until ctx is done, reconnecting when
+// the connection is lost. Right after each (re)connect it wakes the loop: a
+// wake-up may have been sent while nobody listened.
+func (s *Sweeper) listen(ctx context.Context) {
+	connect := s.Connect
+	if connect == nil {
+		config := s.Pool.Config().ConnConfig.Copy()
+		connect = func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, config) }
+	}
+	l := &pgxlisten.Listener{
+		Connect: connect,
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				s.logger().Warn("listen for sweep wake-ups", "channel", WakeChannel, "error", err)
+			}
+		},
+		ReconnectDelay: s.reconnectDelay(),
+	}
+	l.Handle(WakeChannel, wakeHandler{s})
+	_ = l.Listen(ctx) // returns only when ctx is done
+}
+
+type wakeHandler struct{ s *Sweeper }
+
+// HandleNotification wakes the sweep loop.
+func (h wakeHandler) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
+	h.s.wakeups.Add(1)
+	h.s.signal()
+	return nil
+}
+
+// HandleBacklog runs after each (re)connect: a wake-up may have been sent
+// while nobody listened, so it wakes the sweep loop.
+func (h wakeHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	h.s.signal()
+	return nil
+}
+
+func (s *Sweeper) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+func (s *Sweeper) batch() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return DefaultBatch
+}
+
+func (s *Sweeper) sessions() int {
+	if s.Sessions > 0 {
+		return s.Sessions
+	}
+	return DefaultSessions
+}
+
+func (s *Sweeper) maxSleep() time.Duration {
+	if s.MaxSleep > 0 {
+		return s.MaxSleep
+	}
+	return DefaultMaxSleep
+}
+
+func (s *Sweeper) reconnectDelay() time.Duration {
+	if s.ReconnectDelay > 0 {
+		return s.ReconnectDelay
+	}
+	return DefaultReconnectDelay
+}
+
+func (s *Sweeper) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,124 @@
+package sweep_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// run starts s until the test ends.
+func run(t *testing.T, s *sweep.Sweeper) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func TestSweeperDrainsInFullBatches(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `SELECT count(ordertimeout.create_order('o' || g, '[{"sku":"A","qty":1}]', interval '1 millisecond'))
+	                           FROM generate_series(1, 1000) AS g`)
+
+	s := &sweep.Sweeper{Pool: db, Batch: 64, Sessions: 3, MaxSleep: 100 * time.Millisecond, Logger: sidecartest.Logger()}
+	run(t, s)
+	sidecartest.Eventually(t, 30*time.Second, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 1000, nil
+	})
+	st := s.Stats()
+	require.EqualValues(t, 1000, st.Cancelled)
+	require.EqualValues(t, 1000, st.Claimed)
+	require.Zero(t, st.CaughtBySweep)
+	require.GreaterOrEqual(t, st.Batches, int64(1000/64))
+	require.EqualValues(t, 1000, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.releases"))
+	require.EqualValues(t, 1000, sidecartest.Int(t, db,
+		"SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' AND cause = 'timeout'"))
+}
+
+// A sweeper with a long sleep still cancels an order due soon: the order's
+// NOTIFY on ordertimeout_wake wakes it.
+func TestSweeperWakesOnNotify(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+
+	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
+	run(t, s)
+	// The sweeper has planned its sleep (an hour away) once wake_at is set.
+	sidecartest.Eventually(t, 10*time.Second, "the sweeper to plan its sleep", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.sweep_state WHERE wake_at > now() + interval '30 minutes'") == 1, nil
+	})
+	sidecartest.Eventually(t, 10*time.Second, "the LISTEN connection", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'") == 1, nil
+	})
+
+	start := time.Now()
+	sidecartest.CreateOrder(t, db, "soon", 300*time.Millisecond, "")
+	sidecartest.WaitStatus(t, db, "soon", "CANCELLED", 10*time.Second)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.GreaterOrEqual(t, s.Stats().Wakeups, int64(1))
+
+	var lateness time.Duration
+	require.NoError(t, db.QueryRow(context.Background(),
+		"SELECT lateness FROM ordertimeout.cancel_lag WHERE order_id = 'soon'").Scan(&lateness))
+	require.Less(t, lateness, 2*time.Second, "cancelled %s late", lateness)
+}
+
+// When its LISTEN connection is killed, the sweeper reconnects; a wake-up
+// sent meanwhile is made up for by the sweep right after the reconnect, and
+// the max-sleep cap bounds the delay in any case.
+func TestSweeperSurvivesLostListenConnection(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+
+	s := &sweep.Sweeper{Pool: db, MaxSleep: 2 * time.Second, ReconnectDelay: 100 * time.Millisecond, Logger: sidecartest.Logger()}
+	run(t, s)
+	listening := func() int64 {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'")
+	}
+	sidecartest.Eventually(t, 10*time.Second, "the LISTEN connection", func() (bool, error) { return listening() == 1, nil })
+	sidecartest.Exec(t, db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'")
+
+	for i := range 5 {
+		sidecartest.CreateOrder(t, db, fmt.Sprint("o", i), 100*time.Millisecond, "")
+	}
+	sidecartest.Eventually(t, 10*time.Second, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 5, nil
+	})
+	sidecartest.Eventually(t, 10*time.Second, "the LISTEN connection to come back", func() (bool, error) { return listening() == 1, nil })
+}
+
+// Two sweepers on one database cancel every order exactly once.
+func TestSweepersShareTheWork(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `SELECT count(ordertimeout.create_order('o' || g, '[{"sku":"A","qty":1}]', interval '1 millisecond'))
+	                           FROM generate_series(1, 2000) AS g`)
+
+	a := &sweep.Sweeper{Pool: db, Batch: 50, Sessions: 2, Logger: sidecartest.Logger()}
+	b := &sweep.Sweeper{Pool: db, Batch: 50, Sessions: 2, Logger: sidecartest.Logger()}
+	run(t, a)
+	run(t, b)
+	sidecartest.Eventually(t, 30*time.Second, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 2000, nil
+	})
+	require.EqualValues(t, 2000, a.Stats().Cancelled+b.Stats().Cancelled)
+	require.EqualValues(t, 2000, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+	require.EqualValues(t, 2000, sidecartest.Int(t, db, "SELECT count(DISTINCT order_id) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
+}

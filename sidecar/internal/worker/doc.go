@@ -1,0 +1,37 @@
+// Package worker holds the sidecar's River job kinds: the work that needs
+// the outside world. One kind per file, each an XxxArgs with a stable Kind()
+// and an XxxWorker.
+//
+// The database inserts most of these jobs itself, in the transaction that
+// makes them necessary, into River queue "ordertimeout" (Queue), which the
+// sidecar's River client serves:
+//
+//   - ordertimeout_payment_check at a PAYING order's paying_until
+//     (begin_payment): ask the gateway, then confirm or fail the payment;
+//   - ordertimeout_precancel_check when sweep_due finds a due order whose
+//     precheck policy wants the gateway asked first: confirm if paid, else
+//     cancel_checked at the version the check was made for;
+//   - ordertimeout_gateway_close after a cancel of an order that had a
+//     payment attempt: close the payment at the gateway; a buyer who paid
+//     anyway becomes a late-payment conflict;
+//   - ordertimeout_webhook per cancelled / paid / conflict / resolved event
+//     when settings.webhooks is on, and expiring-soon reminders.
+//
+// The sidecar inserts ordertimeout_resolve_conflict itself (package listener),
+// unique by its arguments, so there is one job per conflict however many
+// sidecars hear the NOTIFY or read the backlog.
+//
+// Timer rows (kind ordertimeout_expire) are not River work: they sit in
+// queue ordertimeout_expire, which no River client serves, and only
+// ordertimeout.sweep_due claims them (package sweep).
+//
+// Retries: a gateway that is down, times out or says "pending" makes a job
+// snooze with a growing pause (river.JobSnooze does not use up attempts, so
+// the job is never discarded: a discarded check would leave an order PENDING
+// or PAYING for good). Other errors (malformed gateway answer, database
+// error) are returned to River, which records them and retries with its
+// backoff; on the last attempt the checks, closes and refunds snooze instead
+// of failing for good. No worker ever cancels an order that may be paid: only
+// a gateway answer of "failed" or "none" leads to cancel_checked or
+// fail_payment.
+package worker

@@ -1,0 +1,52 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// GatewayCloseArgs closes the payment of a cancelled order at the gateway
+// (the cancel inserts it when the order had a payment attempt).
+type GatewayCloseArgs struct {
+	OrderID string `json:"order_id"`
+}
+
+// Kind is "ordertimeout_gateway_close".
+func (GatewayCloseArgs) Kind() string { return "ordertimeout_gateway_close" }
+
+// InsertOpts puts the job in Queue.
+func (GatewayCloseArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
+
+// GatewayCloseWorker closes the order's payment at the gateway so that the
+// buyer can no longer pay a cancelled order. If the gateway answers that the
+// buyer has paid already, the payment is confirmed: on the cancelled order
+// that records a late-payment conflict, and the conflict flow (package
+// listener, ResolveConflictWorker) takes over.
+type GatewayCloseWorker struct {
+	river.WorkerDefaults[GatewayCloseArgs]
+	*Deps
+}
+
+// Work closes one order's payment.
+func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayCloseArgs]) error {
+	a := job.Args
+	r, err := w.Gateway.Close(ctx, a.OrderID)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	if r.Status == gateway.CloseClosed {
+		w.outcome(job.Kind, "closed")
+		return nil
+	}
+	result, err := confirmPayment(ctx, w.Pool, a.OrderID, r.PaymentID, r.Amount)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	w.Logger.Warn("buyer paid a cancelled order before the close", "kind", job.Kind, "job_id", job.ID,
+		"order_id", a.OrderID, "payment_id", r.PaymentID, "result", result)
+	w.outcome(job.Kind, "paid_"+result)
+	return nil
+}

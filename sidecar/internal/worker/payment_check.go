@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/riverqueue/river"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// PaymentCheckArgs is a check of a started payment whose paying window has
+// passed (ordertimeout.begin_payment inserts it at paying_until).
+type PaymentCheckArgs struct {
+	OrderID   string `json:"order_id"`
+	PaymentID string `json:"payment_id"`
+}
+
+// Kind is "ordertimeout_payment_check".
+func (PaymentCheckArgs) Kind() string { return "ordertimeout_payment_check" }
+
+// InsertOpts puts the job in Queue.
+func (PaymentCheckArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
+
+// PaymentCheckWorker asks the gateway about a PAYING order: paid → confirm
+// the payment; failed or unknown to the gateway → fail the payment, so the
+// order returns to PENDING and its own timeout applies again; pending or no
+// answer → ask again later. It never cancels anything.
+type PaymentCheckWorker struct {
+	river.WorkerDefaults[PaymentCheckArgs]
+	*Deps
+}
+
+// Work checks one payment.
+func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentCheckArgs]) error {
+	a := job.Args
+	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", a.PaymentID)
+
+	st, err := loadOrder(ctx, w.Pool, a.OrderID)
+	if errors.Is(err, errUnknownOrder) {
+		w.outcome(job.Kind, "unknown_order")
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	if st.Status != "PAYING" {
+		w.outcome(job.Kind, "moot")
+		return nil // paid, failed or cancelled meanwhile
+	}
+	var payStatus string
+	found, err := queryOne(ctx, w.Pool,
+		"SELECT status FROM ordertimeout.order_payments($1) WHERE payment_id = $2",
+		[]any{a.OrderID, a.PaymentID}, &payStatus)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, fmt.Errorf("read payment %q: %w", a.PaymentID, err))
+	}
+	if !found || payStatus != "started" {
+		w.outcome(job.Kind, "moot")
+		return nil
+	}
+
+	g, err := w.Gateway.Order(ctx, a.OrderID)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	switch g.Status {
+	case gateway.StatusPaid:
+		result, err := confirmPayment(ctx, w.Pool, a.OrderID, g.PaymentID, g.Amount)
+		if err != nil {
+			return retry(ctx, w.Deps, job, true, err)
+		}
+		log.Info("gateway says paid", "gateway_payment_id", g.PaymentID, "result", result)
+		w.outcome(job.Kind, result)
+	case gateway.StatusFailed, gateway.StatusNone:
+		var result string
+		err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", a.OrderID, a.PaymentID).Scan(&result)
+		if err != nil {
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("fail payment %q of order %q: %w", a.PaymentID, a.OrderID, err))
+		}
+		log.Info("gateway says not paid", "gateway_status", g.Status, "result", result)
+		w.outcome(job.Kind, "failed_"+result)
+	default: // pending: the buyer may still be paying
+		pause := snoozeFor(job.JobRow)
+		log.Info("gateway says pending, asking again later", "snooze", pause)
+		w.outcome(job.Kind, "pending")
+		return river.JobSnooze(pause)
+	}
+	return nil
+}

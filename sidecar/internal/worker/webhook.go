@@ -1,0 +1,174 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/webhook"
+)
+
+// WebhookArgs is one webhook delivery: either an event of the order's history
+// (EventID, inserted with the event when settings.webhooks is on) or a
+// reminder (Reminder "expiring_soon", inserted by create_order at expire_at -
+// settings.remind_before, for the order's deadline Version).
+type WebhookArgs struct {
+	EventID  int64  `json:"event_id,omitempty"`
+	OrderID  string `json:"order_id"`
+	Reminder string `json:"reminder,omitempty"`
+	Version  int    `json:"version,omitempty"`
+}
+
+// Kind is "ordertimeout_webhook".
+func (WebhookArgs) Kind() string { return "ordertimeout_webhook" }
+
+// InsertOpts puts the job in Queue.
+func (WebhookArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
+
+// Event is the JSON body of a webhook delivery. ID is stable across retries
+// of one delivery: receivers deduplicate by it.
+type Event struct {
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	OrderID         string          `json:"order_id"`
+	EventID         int64           `json:"event_id,omitempty"`
+	FromStatus      *string         `json:"from_status,omitempty"`
+	ToStatus        string          `json:"to_status,omitempty"`
+	Cause           string          `json:"cause,omitempty"`
+	Actor           string          `json:"actor,omitempty"`
+	LatenessSeconds *float64        `json:"lateness_seconds,omitempty"`
+	At              time.Time       `json:"at"`
+	Version         int             `json:"version,omitempty"`
+	ExpireAt        *time.Time      `json:"expire_at,omitempty"`
+	Detail          json.RawMessage `json:"detail,omitempty"`
+}
+
+// Event types.
+const (
+	TypeCancelled        = "order.cancelled"
+	TypePaid             = "order.paid"
+	TypeConflict         = "payment.conflict"
+	TypeConflictResolved = "conflict.resolved"
+	TypeExpiringSoon     = "order.expiring_soon"
+	TypeChanged          = "order.changed"
+)
+
+// WebhookWorker POSTs one webhook, signed with the header of package
+// webhook. Any answer but 2xx is an error, and River retries with its backoff
+// (at least once delivery). A reminder is sent only if the order is still
+// PENDING at the version it was made for.
+type WebhookWorker struct {
+	river.WorkerDefaults[WebhookArgs]
+	*Deps
+}
+
+// Work delivers one webhook.
+func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
+	a := job.Args
+	var ev Event
+	if a.Reminder != "" {
+		st, err := loadOrder(ctx, w.Pool, a.OrderID)
+		if errors.Is(err, errUnknownOrder) {
+			w.outcome(job.Kind, "unknown_order")
+			return river.JobCancel(err)
+		}
+		if err != nil {
+			return retry(ctx, w.Deps, job, false, err)
+		}
+		if st.Status != "PENDING" || st.Version != a.Version {
+			w.outcome(job.Kind, "moot")
+			return nil
+		}
+		expire := st.ExpireAt
+		ev = Event{
+			ID:       fmt.Sprintf("reminder_%s_%s_%d", a.Reminder, a.OrderID, a.Version),
+			Type:     "order." + a.Reminder,
+			OrderID:  a.OrderID,
+			At:       time.Now().UTC(),
+			Version:  a.Version,
+			ExpireAt: &expire,
+		}
+	} else {
+		var lateness *float64
+		found, err := queryOne(ctx, w.Pool,
+			`SELECT from_status, to_status, cause, actor, extract(epoch FROM lateness)::float8, at, detail
+			   FROM ordertimeout.order_events($1)
+			  WHERE event_id = $2`,
+			[]any{a.OrderID, a.EventID},
+			&ev.FromStatus, &ev.ToStatus, &ev.Cause, &ev.Actor, &lateness, &ev.At, &ev.Detail)
+		if hasCode(err, "OT120") {
+			w.outcome(job.Kind, "unknown_order")
+			return river.JobCancel(fmt.Errorf("webhook for event %d: %w", a.EventID, errUnknownOrder))
+		}
+		if err != nil {
+			return retry(ctx, w.Deps, job, false, fmt.Errorf("read event %d: %w", a.EventID, err))
+		}
+		if !found {
+			w.outcome(job.Kind, "unknown_event")
+			return river.JobCancel(fmt.Errorf("event %d of order %q is unknown", a.EventID, a.OrderID))
+		}
+		ev.ID = fmt.Sprintf("evt_%d", a.EventID)
+		ev.OrderID = a.OrderID
+		ev.EventID = a.EventID
+		ev.LatenessSeconds = lateness
+		ev.Type = eventType(ev)
+	}
+
+	if w.WebhookURL == "" {
+		return retry(ctx, w.Deps, job, false, errors.New("settings.webhooks is on but the sidecar has no webhook URL (--webhook-url)"))
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode webhook: %w", err)
+	}
+	if err := w.post(ctx, body, ev.ID); err != nil {
+		return retry(ctx, w.Deps, job, false, err)
+	}
+	w.outcome(job.Kind, "delivered")
+	return nil
+}
+
+func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.WebhookURL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build webhook request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Ordertimeout-Event-Id", id)
+	if w.WebhookSecret != "" {
+		req.Header.Set(webhook.SignatureHeader, webhook.Sign(w.WebhookSecret, body, time.Now()))
+	}
+	resp, err := w.WebhookClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("deliver webhook %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("deliver webhook %s: receiver answered HTTP %d", id, resp.StatusCode)
+	}
+	return nil
+}
+
+// eventType names an event of the order history for receivers.
+func eventType(ev Event) string {
+	switch {
+	case ev.ToStatus == "CANCELLED":
+		return TypeCancelled
+	case ev.Cause == "conflict":
+		return TypeConflictResolved
+	case ev.Cause == "payment" && ev.ToStatus == "PAID" && (ev.FromStatus == nil || *ev.FromStatus != "PAID"):
+		return TypePaid
+	case ev.Cause == "payment":
+		return TypeConflict
+	default:
+		return TypeChanged
+	}
+}

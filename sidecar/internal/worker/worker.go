@@ -1,0 +1,179 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// Queue is the River queue of every job kind in this package. The sidecar's
+// River client serves it; the timer queue ordertimeout_expire it must never
+// serve.
+const Queue = "ordertimeout"
+
+// Snooze pauses: the first snooze waits about minSnooze, each further one
+// twice as long, up to maxSnooze.
+const (
+	minSnooze = time.Second
+	maxSnooze = 5 * time.Minute
+)
+
+// Deps are what the workers share. Pool and Gateway are required.
+type Deps struct {
+	// Pool runs the ordertimeout API calls.
+	Pool *pgxpool.Pool
+
+	// Gateway is the payment gateway.
+	Gateway *gateway.Client
+
+	// WebhookURL receives the webhooks. If empty while settings.webhooks is
+	// on, webhook jobs fail (and are retried) until it is set.
+	WebhookURL string
+
+	// WebhookSecret signs the webhooks (see package webhook).
+	WebhookSecret string
+
+	// WebhookClient sends the webhooks. If nil, a client with a 10 second
+	// timeout is used.
+	WebhookClient *http.Client
+
+	// Logger logs what the workers decide. If nil, slog.Default() is used.
+	Logger *slog.Logger
+
+	// Outcome, if set, is called with a job's kind and what it ended in
+	// ("paid", "cancelled", "refunded", "snoozed", ...), for metrics.
+	Outcome func(kind, outcome string)
+}
+
+// Register adds a worker for every job kind of this package to workers.
+func Register(workers *river.Workers, d *Deps) error {
+	if d.Pool == nil || d.Gateway == nil {
+		return errors.New("register workers: Pool and Gateway are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.WebhookClient == nil {
+		d.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	for _, add := range []func() error{
+		func() error { return river.AddWorkerSafely(workers, &PaymentCheckWorker{Deps: d}) },
+		func() error { return river.AddWorkerSafely(workers, &PrecancelCheckWorker{Deps: d}) },
+		func() error { return river.AddWorkerSafely(workers, &GatewayCloseWorker{Deps: d}) },
+		func() error { return river.AddWorkerSafely(workers, &ResolveConflictWorker{Deps: d}) },
+		func() error { return river.AddWorkerSafely(workers, &WebhookWorker{Deps: d}) },
+	} {
+		if err := add(); err != nil {
+			return fmt.Errorf("register workers: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Deps) outcome(kind, outcome string) {
+	if d.Outcome != nil {
+		d.Outcome(kind, outcome)
+	}
+}
+
+// errUnknownOrder is returned for an order the database does not know.
+var errUnknownOrder = errors.New("order is unknown")
+
+// orderState is the part of ordertimeout.order_info the workers decide on.
+type orderState struct {
+	Status   string
+	Version  int
+	ExpireAt time.Time
+}
+
+func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderState, error) {
+	var st orderState
+	err := db.QueryRow(ctx,
+		"SELECT status, deadline_version, expire_at FROM ordertimeout.order_info($1)",
+		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt)
+	if hasCode(err, "OT120") {
+		return orderState{}, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
+	}
+	if err != nil {
+		return orderState{}, fmt.Errorf("read order %q: %w", orderID, err)
+	}
+	return st, nil
+}
+
+// confirmPayment calls ordertimeout.confirm_payment: "paid" or "conflict".
+func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount) (string, error) {
+	var result string
+	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
+		orderID, paymentID, amount.SQL()).Scan(&result)
+	if err != nil {
+		return "", fmt.Errorf("confirm payment %q of order %q: %w", paymentID, orderID, err)
+	}
+	return result, nil
+}
+
+// retry turns err into what Work returns. The job snoozes when the gateway is
+// unavailable, when the sidecar is stopping (the job is handed back at once),
+// and on the last attempt of a job that must never be discarded; otherwise
+// River records err and retries with its backoff.
+func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], neverDiscard bool, err error) error {
+	kind := job.Kind
+	switch {
+	case ctx.Err() != nil:
+		d.outcome(kind, "interrupted")
+		return river.JobSnooze(0)
+	case errors.Is(err, gateway.ErrUnavailable):
+		pause := snoozeFor(job.JobRow)
+		d.Logger.Warn("gateway unavailable, asking again later", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)
+		d.outcome(kind, "snoozed")
+		return river.JobSnooze(pause)
+	case neverDiscard && job.Attempt >= job.MaxAttempts:
+		pause := snoozeFor(job.JobRow)
+		d.Logger.Error("last attempt failed, snoozing instead of discarding", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)
+		d.outcome(kind, "snoozed")
+		return river.JobSnooze(pause)
+	default:
+		d.outcome(kind, "error")
+		return err
+	}
+}
+
+// snoozeFor returns the pause before a snoozed job runs again: doubling with
+// each snooze recorded on the job, with 10% jitter so that many jobs snoozed
+// together do not come back together.
+func snoozeFor(job *rivertype.JobRow) time.Duration {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &meta)
+	d := minSnooze << min(meta.Snoozes, 16)
+	d = min(d, maxSnooze)
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+func hasCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// queryOne runs a query expected to return at most one row; found is false
+// when it returns none.
+func queryOne(ctx context.Context, db *pgxpool.Pool, sql string, args []any, dest ...any) (found bool, err error) {
+	err = db.QueryRow(ctx, sql, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
