@@ -13,6 +13,30 @@ help: ## List the targets
 build: ## Build the sidecar into bin/ordertimeout
 	$(GO) build -o bin/ordertimeout ./sidecar/cmd/ordertimeout
 
+# DEMO_FLAGS go to the demo driver, e.g. make demo DEMO_FLAGS='--keep --duration 30s'
+# (bin/ordertimeout-demo --help lists them).
+.PHONY: demo
+demo: build ## Run the whole lifecycle on a private PostgreSQL in about a minute
+	$(GO) build -o bin/ordertimeout-demo ./sidecar/cmd/ordertimeout-demo
+	$(WITHPG) bin/ordertimeout-demo $(DEMO_FLAGS)
+
+# BENCH_FLAGS go to the benchmark, e.g. make bench BENCH_FLAGS='--scenarios drain --runs 5'
+# (bin/ordertimeout-bench --help lists them). JSON lines go to stdout and
+# $(BENCH_OUT)/results.jsonl, the summary to $(BENCH_OUT)/summary.md, SVG plots
+# to $(BENCH_OUT)/. The private server runs with fsync=off, synchronous_commit=off.
+BENCH_OUT ?= .cache/bench
+BENCH_RUN = mkdir -p $(BENCH_OUT) && $(GO) build -o bin/ordertimeout-bench ./tests/bench && \
+	$(WITHPG) bin/ordertimeout-bench --plot-dir $(BENCH_OUT) --json-out $(BENCH_OUT)/results.jsonl \
+	--md-out $(BENCH_OUT)/summary.md
+
+.PHONY: bench
+bench: build ## Run the standard workload (WORKLOAD.md) on a private PostgreSQL; results and plots in .cache/bench
+	$(BENCH_RUN) $(BENCH_FLAGS)
+
+.PHONY: bench-quick
+bench-quick: build ## Run the standard workload at small sizes in about a minute (a smoke check of make bench)
+	$(BENCH_RUN) --quick $(BENCH_FLAGS)
+
 .PHONY: test
 test: ## Run every test (migrations, pgTAP, Go) on a private PostgreSQL, or on DATABASE_URL if set
 	$(WITHPG) tests/bin/test-all
@@ -24,6 +48,37 @@ test-sql: ## Run the pgTAP tests (tests/pgtap) with pg_prove
 .PHONY: test-go
 test-go: ## Run the Go tests
 	$(WITHPG) $(GO) test -count=1 ./...
+
+.PHONY: test-sidecar
+test-sidecar: ## Run the sidecar's Go tests (real PostgreSQL, River, fake gateway, kill -9)
+	$(WITHPG) $(GO) test -count=1 ./sidecar/...
+
+# FAKE_FLAGS go to the fake gateway, e.g. make fakegateway FAKE_FLAGS='--listen 127.0.0.1:8071'.
+.PHONY: fakegateway
+fakegateway: build ## Run the fake payment gateway (bin/ordertimeout fakegateway --help)
+	bin/ordertimeout fakegateway $(FAKE_FLAGS)
+
+# The model test's long run: MODEL_DURATION of sessions on up to MODEL_ORDERS
+# orders; MODEL_SEED replays the choices of a failed run (its seed is printed).
+MODEL_DURATION ?= 2m
+MODEL_ORDERS ?= 20000
+
+.PHONY: soak-model
+soak-model: ## Run the randomized model test for MODEL_DURATION (default 2m) on MODEL_ORDERS orders
+	$(WITHPG) $(GO) test -count=1 -timeout 0 -v -run '^TestModel$$' ./tests/model \
+		-model.duration $(MODEL_DURATION) -model.orders $(MODEL_ORDERS) $(if $(MODEL_SEED),-model.seed $(MODEL_SEED))
+
+# The fuzzers of tests/fuzz, one after the other (go test fuzzes one target at
+# a time); a failing input lands in tests/fuzz/testdata/fuzz/. Every input
+# costs database round trips, so minimizing is bounded by executions, not by
+# the default minute.
+FUZZTIME ?= 30s
+FUZZERS := FuzzCreateOrder FuzzIDs
+
+.PHONY: fuzz
+fuzz: ## Run the fuzzers for FUZZTIME (default 30s) each
+	$(WITHPG) sh -c 'for f in $(FUZZERS); do $(GO) test -run "^$$" -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) \
+		-fuzzminimizetime 300x ./tests/fuzz || exit 1; done'
 
 .PHONY: check-migrations
 check-migrations: ## Check migrations/ goes up, down, up and matches sql/install.sql
