@@ -25,13 +25,20 @@ CREATE SCHEMA ordertimeout;
 COMMENT ON SCHEMA ordertimeout IS
     'ordertimeout: cancels unpaid orders on time, exactly once, never a paid one';
 
+-- Two databases of one server migrated at once both find a role missing; the
+-- slower CREATE ROLE then fails, which is fine: the role exists.
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
     FOREACH v_role IN ARRAY ARRAY['ordertimeout_app', 'ordertimeout_sidecar', 'ordertimeout_admin'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
-            EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            EXCEPTION
+                WHEN duplicate_object OR unique_violation THEN
+                    NULL;
+            END;
         END IF;
     END LOOP;
 END
@@ -645,8 +652,9 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
-                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64) THEN
-        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters'
+                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64
+                               OR (options ->> 'coupon') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF (options ? 'points_account') <> (options ? 'points') THEN
@@ -654,8 +662,9 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
-                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64) THEN
-        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters'
+                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64
+                                       OR (options ->> 'points_account') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
@@ -1027,12 +1036,21 @@ BEGIN
             USING ERRCODE = 'OT132';
     END IF;
 
+    -- The coupon before the points, as in create_order. Making the hold live
+    -- again is what decides: the unique index admits one live hold per coupon,
+    -- also against a concurrent create_order that has not committed yet.
     SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = _reclaim.order_id;
-    IF v_coupon IS NOT NULL AND EXISTS (
-           SELECT 1 FROM ordertimeout.coupon_holds AS h
-            WHERE h.coupon_id = v_coupon AND h.released_at IS NULL AND h.order_id <> _reclaim.order_id) THEN
-        RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
-            USING ERRCODE = 'OT132';
+    IF v_coupon IS NOT NULL THEN
+        BEGIN
+            UPDATE ordertimeout.coupon_holds AS h
+            SET released_at = NULL,
+                used_at = _reclaim.at
+            WHERE h.order_id = _reclaim.order_id;
+        EXCEPTION
+            WHEN unique_violation THEN
+                RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
+                    USING ERRCODE = 'OT132';
+        END;
     END IF;
 
     SELECT h.account_id, h.points INTO v_account, v_points
@@ -1060,11 +1078,6 @@ BEGIN
     FROM ordertimeout.order_items AS i
     WHERE i.order_id = _reclaim.order_id
       AND s.sku = i.sku;
-
-    UPDATE ordertimeout.coupon_holds AS h
-    SET released_at = NULL,
-        used_at = _reclaim.at
-    WHERE h.order_id = _reclaim.order_id;
 
     UPDATE ordertimeout.releases AS r
     SET reclaimed_at = _reclaim.at

@@ -172,8 +172,9 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
-                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64) THEN
-        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters'
+                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64
+                               OR (options ->> 'coupon') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF (options ? 'points_account') <> (options ? 'points') THEN
@@ -181,8 +182,9 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
-                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64) THEN
-        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters'
+                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64
+                                       OR (options ->> 'points_account') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'

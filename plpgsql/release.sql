@@ -177,12 +177,21 @@ BEGIN
             USING ERRCODE = 'OT132';
     END IF;
 
+    -- The coupon before the points, as in create_order. Making the hold live
+    -- again is what decides: the unique index admits one live hold per coupon,
+    -- also against a concurrent create_order that has not committed yet.
     SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = _reclaim.order_id;
-    IF v_coupon IS NOT NULL AND EXISTS (
-           SELECT 1 FROM ordertimeout.coupon_holds AS h
-            WHERE h.coupon_id = v_coupon AND h.released_at IS NULL AND h.order_id <> _reclaim.order_id) THEN
-        RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
-            USING ERRCODE = 'OT132';
+    IF v_coupon IS NOT NULL THEN
+        BEGIN
+            UPDATE ordertimeout.coupon_holds AS h
+            SET released_at = NULL,
+                used_at = _reclaim.at
+            WHERE h.order_id = _reclaim.order_id;
+        EXCEPTION
+            WHEN unique_violation THEN
+                RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
+                    USING ERRCODE = 'OT132';
+        END;
     END IF;
 
     SELECT h.account_id, h.points INTO v_account, v_points
@@ -210,11 +219,6 @@ BEGIN
     FROM ordertimeout.order_items AS i
     WHERE i.order_id = _reclaim.order_id
       AND s.sku = i.sku;
-
-    UPDATE ordertimeout.coupon_holds AS h
-    SET released_at = NULL,
-        used_at = _reclaim.at
-    WHERE h.order_id = _reclaim.order_id;
 
     UPDATE ordertimeout.releases AS r
     SET reclaimed_at = _reclaim.at

@@ -15,13 +15,20 @@ CREATE SCHEMA ordertimeout;
 COMMENT ON SCHEMA ordertimeout IS
     'ordertimeout: cancels unpaid orders on time, exactly once, never a paid one';
 
+-- Two databases of one server migrated at once both find a role missing; the
+-- slower CREATE ROLE then fails, which is fine: the role exists.
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
     FOREACH v_role IN ARRAY ARRAY['ordertimeout_app', 'ordertimeout_sidecar', 'ordertimeout_admin'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
-            EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            EXCEPTION
+                WHEN duplicate_object OR unique_violation THEN
+                    NULL;
+            END;
         END IF;
     END LOOP;
 END

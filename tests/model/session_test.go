@@ -1,0 +1,913 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// item is one entry of create_order's items.
+type item struct {
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
+}
+
+// spec is the content of one order. It is drawn from the seed and the order's
+// index only, so that a replay creates the same orders whatever the
+// interleaving.
+type spec struct {
+	ID      string
+	Items   []item
+	Timeout time.Duration
+	Options map[string]any
+	Amount  string // options.amount, "" when there is none
+	Coupon  string
+	Account string
+	Points  int64
+	// PayAfter and CancelAfter: how long after its creation the buyer of
+	// this order may confirm a payment or cancel (-1: never). Some orders
+	// are paid around their deadline (racing their timeout), some long
+	// after it (late payments), some cancelled by the buyer, the rest
+	// abandoned; a few take anything at any time.
+	PayAfter    time.Duration
+	CancelAfter time.Duration
+}
+
+func newSpec(seed uint64, i int) spec {
+	r := rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i)))
+	sp := spec{
+		ID:      fmt.Sprintf("order-%05d", i),
+		Timeout: time.Duration(50+r.IntN(451)) * time.Millisecond,
+		Options: map[string]any{},
+	}
+	// One plentiful SKU, and sometimes scarce ones.
+	sp.Items = append(sp.Items, item{SKU: []string{"sku-a", "sku-b"}[r.IntN(2)], Qty: int64(1 + r.IntN(3))})
+	for _, scarce := range []struct {
+		sku     string
+		percent int
+	}{{"sku-c", 35}, {"sku-d", 15}, {"sku-e", 6}} {
+		if r.IntN(100) < scarce.percent {
+			sp.Items = append(sp.Items, item{SKU: scarce.sku, Qty: int64(1 + r.IntN(3))})
+		}
+	}
+	scaled := func(lo, hi float64) time.Duration {
+		return time.Duration((lo + r.Float64()*(hi-lo)) * float64(sp.Timeout))
+	}
+	switch f := r.IntN(100); {
+	case f < 10: // anything goes, any time
+		sp.PayAfter, sp.CancelAfter = 0, 0
+	case f < 45: // paid around its deadline
+		sp.PayAfter, sp.CancelAfter = scaled(0.5, 1.3), -1
+	case f < 60: // paid late
+		sp.PayAfter, sp.CancelAfter = scaled(1.2, 3), -1
+	case f < 75: // cancelled by the buyer
+		sp.PayAfter, sp.CancelAfter = -1, scaled(0.2, 1.2)
+	default: // abandoned
+		sp.PayAfter, sp.CancelAfter = -1, -1
+	}
+	if r.IntN(5) == 0 {
+		sp.Coupon = coupons[r.IntN(len(coupons))]
+		sp.Options["coupon"] = sp.Coupon
+	}
+	if r.IntN(5) == 0 {
+		sp.Account = []string{"acct-1", "acct-2", "acct-3"}[r.IntN(3)]
+		sp.Points = int64(10 + r.IntN(111))
+		sp.Options["points_account"] = sp.Account
+		sp.Options["points"] = sp.Points
+	}
+	if r.IntN(10) < 3 {
+		sp.Amount = fmt.Sprintf("%d.%02d", 1+r.IntN(200), r.IntN(100))
+		sp.Options["amount"] = json.Number(sp.Amount)
+		sp.Options["currency"] = "EUR"
+	}
+	switch r.IntN(10) {
+	case 0:
+		sp.Options["precheck"] = "always"
+	case 1:
+		sp.Options["precheck"] = "never"
+	}
+	return sp
+}
+
+func (sp spec) itemsJSON() string   { return mustJSON(sp.Items) }
+func (sp spec) optionsJSON() string { return mustJSON(sp.Options) }
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// order is what the model knows of one order.
+type order struct {
+	spec spec
+	// returned is set once the first create_order call for it returned.
+	returned bool
+	// existsSince is when the first call that proved the order exists
+	// returned; a call that started later must find it.
+	existsSince time.Time
+	// paidSince and cancelledSince: when the first call that proved the order
+	// paid (or cancelled) returned. PAID is final; CANCELLED may only become
+	// CLOSED or, through a reinstated conflict, PAID.
+	paidSince      time.Time
+	cancelledSince time.Time
+	// payments known to exist: begun, or confirmed without a beginning.
+	payments []string
+}
+
+// mayPay reports whether the buyer of o may confirm a payment at now.
+func (m *model) mayPay(o *order, now time.Time) bool { return m.after(o, o.spec.PayAfter, now) }
+
+// mayCancel reports whether the buyer of o may cancel it at now.
+func (m *model) mayCancel(o *order, now time.Time) bool { return m.after(o, o.spec.CancelAfter, now) }
+
+func (m *model) after(o *order, d time.Duration, now time.Time) bool {
+	if d < 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return o.existsSince.IsZero() || now.Sub(o.existsSince) >= d
+}
+
+// call is one API call and its answer.
+type call struct {
+	Seq        int64
+	Session    int
+	Op         string
+	Order      string
+	Payment    string
+	Arg        string // cancel's reason, resolve's resolution, confirm's amount, check's action
+	Conflict   int64
+	Start, End time.Time
+	Result     string // the answer, as text
+	Created    bool   // create: the created column
+	N          [5]int // sweep: claimed, cancelled, caught_by_sweep, checks, moot; close: closed
+	Code       string // the SQLSTATE when the call failed
+	Repeat     bool   // begin: a payment id begun before; confirm: the amount differs from the order's
+	Alt        bool   // create: other content than the order's spec
+	Lost       bool   // lose-timer: a timer row was deleted
+	Unexpected string // why the answer breaks the model; "" when it does not
+}
+
+func (c *call) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d s%d %s", c.Seq, c.Session, c.Op)
+	for _, f := range []struct{ k, v string }{{"order", c.Order}, {"payment", c.Payment}, {"arg", c.Arg}} {
+		if f.v != "" {
+			fmt.Fprintf(&b, " %s=%q", f.k, f.v)
+		}
+	}
+	if c.Conflict != 0 {
+		fmt.Fprintf(&b, " conflict=%d", c.Conflict)
+	}
+	if c.Code != "" {
+		fmt.Fprintf(&b, " -> error %s", c.Code)
+	} else {
+		fmt.Fprintf(&b, " -> %s", c.Result)
+	}
+	fmt.Fprintf(&b, " [%v..%v]", c.Start.Format("15:04:05.000000"), c.End.Format("15:04:05.000000"))
+	return b.String()
+}
+
+// model is the reference model: every order's spec and what the calls
+// answered.
+type model struct {
+	seed     uint64
+	start    time.Time
+	duration time.Duration
+	orders   []*order
+	byID     map[string]*order
+	next     atomic.Int64 // index of the next order to create
+	payments atomic.Int64
+	seq      atomic.Int64
+
+	mu       sync.Mutex
+	returned []*order // orders whose first create returned, in that order
+	calls    []*call
+}
+
+func newModel(seed uint64, orders int) *model {
+	m := &model{seed: seed, duration: *durationFlag, byID: make(map[string]*order, orders)}
+	for i := range orders {
+		o := &order{spec: newSpec(seed, i)}
+		m.orders = append(m.orders, o)
+		m.byID[o.spec.ID] = o
+	}
+	return m
+}
+
+// dueCreate returns the index of the next order to create if creation is
+// behind its schedule: the orders are created evenly over the first 70% of
+// the run, so that their timeouts fire while the sessions run.
+func (m *model) dueCreate(now time.Time) (int, bool) {
+	target := int64(float64(len(m.orders))*float64(now.Sub(m.start))/(0.7*float64(m.duration))) + 1
+	target = min(target, int64(len(m.orders)))
+	for {
+		i := m.next.Load()
+		if i >= target {
+			return 0, false
+		}
+		if m.next.CompareAndSwap(i, i+1) {
+			return int(i), true
+		}
+	}
+}
+
+// pick returns an order whose creation was tried: mostly one of the latest,
+// whose deadlines are near, sometimes any.
+func (m *model) pick(r *rand.Rand) *order {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.returned)
+	switch {
+	case n == 0:
+		return nil
+	case r.IntN(4) > 0:
+		return m.returned[n-1-r.IntN(min(n, 48))]
+	default:
+		return m.returned[r.IntN(n)]
+	}
+}
+
+func (m *model) newPayment() string { return fmt.Sprintf("pay-%06d", m.payments.Add(1)) }
+
+// unexpected returns the calls whose answers break the model.
+func (m *model) unexpected() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, c := range m.calls {
+		if c.Unexpected != "" {
+			out = append(out, fmt.Sprintf("%s: %s", c, c.Unexpected))
+		}
+	}
+	return out
+}
+
+// summary counts the calls by operation and answer.
+func (m *model) summary() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	count := make(map[string]int)
+	for _, c := range m.calls {
+		key := c.Op + ":"
+		switch {
+		case c.Code != "":
+			key += c.Code
+		case c.Op == "sweep":
+			key += fmt.Sprintf("cancelled=%d", min(c.N[1], 1))
+		case c.Op == "close" || c.Op == "preview":
+			key += fmt.Sprintf("%d", min(c.N[0], 1))
+		case c.Op == "create":
+			key += fmt.Sprintf("created=%v", c.Created)
+		default:
+			key += c.Result
+		}
+		count[key]++
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, count[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// session is one connection running random operations.
+type session struct {
+	m    *model
+	id   int
+	conn *pgx.Conn
+	rand *rand.Rand
+	last *call // the session's latest recorded call
+}
+
+// errSkip tells do that the operation had nothing to act on.
+var errSkip = errors.New("nothing to do")
+
+// do runs fn as call c and records it. An error that is not an SQL error (a
+// broken connection, a cancelled context) ends the session.
+func (s *session) do(c *call, fn func() error) error {
+	c.Seq = s.m.seq.Add(1)
+	c.Session = s.id
+	c.Start = time.Now()
+	err := fn()
+	c.End = time.Now()
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+		c.Code = pgErr.Code
+		c.Result = pgErr.Message
+	}
+	s.m.mu.Lock()
+	s.m.calls = append(s.m.calls, c)
+	s.m.mu.Unlock()
+	s.last = c
+	return nil
+}
+
+// allow marks c unexpected if it failed with a code not in codes.
+func allow(c *call, codes ...string) {
+	if c.Code != "" && c.Unexpected == "" && !slices.Contains(codes, c.Code) {
+		c.Unexpected = fmt.Sprintf("error %s (%s) is not an answer this call may give (allowed: %v)", c.Code, c.Result, codes)
+	}
+}
+
+// unknownAllowed returns, for allow, OT120 (unknown order) when order o may
+// not have existed yet when c started, else "" (no code).
+func (s *session) unknownAllowed(o *order, c *call) string {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if o.existsSince.IsZero() || !o.existsSince.Before(c.Start) {
+		return "OT120"
+	}
+	return ""
+}
+
+// run runs random operations until deadline.
+func (s *session) run(ctx context.Context, deadline time.Time) error {
+	for time.Now().Before(deadline) {
+		if err := s.step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *session) step(ctx context.Context) error {
+	if i, ok := s.m.dueCreate(time.Now()); ok {
+		return s.create(ctx, s.m.orders[i], false)
+	}
+	// Work on no order in particular.
+	switch w := s.rand.IntN(100); {
+	case w < 20:
+		return s.sweep(ctx, 1+s.rand.IntN(64))
+	case w < 25:
+		return s.resolve(ctx)
+	case w < 27:
+		return s.closeCancelled(ctx)
+	case w < 32:
+		_, err := s.check(ctx)
+		return err
+	case w < 33:
+		return s.preview(ctx)
+	}
+
+	// Work on one order, as its buyer or the gateway would.
+	o := s.m.pick(s.rand)
+	if o == nil {
+		time.Sleep(time.Millisecond)
+		return nil
+	}
+	switch w := s.rand.IntN(100); {
+	case w < 22:
+		return s.begin(ctx, o)
+	case w < 45 && s.m.mayPay(o, time.Now()):
+		return s.confirm(ctx, o, "")
+	case w >= 45 && w < 55:
+		return s.fail(ctx, o, "")
+	case w >= 55 && w < 68 && s.m.mayCancel(o, time.Now()):
+		return s.cancel(ctx, o)
+	case w >= 68 && w < 76:
+		return s.extend(ctx, o)
+	case w >= 76 && w < 83:
+		return s.recreate(ctx, o)
+	case w >= 83 && w < 85:
+		return s.loseTimer(ctx, o)
+	default:
+		return s.info(ctx, o)
+	}
+}
+
+func (s *session) create(ctx context.Context, o *order, alt bool) error {
+	sp := o.spec
+	timeout := sp.Timeout
+	if alt {
+		timeout += 7 * time.Millisecond
+	}
+	c := &call{Op: "create", Order: sp.ID, Alt: alt}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx,
+			`SELECT created, status FROM ordertimeout.create_order($1, $2::jsonb, $3, $4::jsonb)`,
+			sp.ID, sp.itemsJSON(), timeout, sp.optionsJSON()).Scan(&c.Created, &c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	existed := !o.existsSince.IsZero() && o.existsSince.Before(c.Start)
+	switch {
+	case alt:
+		// Only sent for an order known to exist.
+		if c.Code != "OT115" {
+			c.Unexpected = "the same id with other content must raise OT115"
+		}
+	case existed:
+		allow(c)
+		if c.Code == "" && c.Created {
+			c.Unexpected = "created an order that already existed"
+		}
+	default:
+		allow(c, "OT109", "OT110", "OT112")
+		if c.Code == "" && c.Created && c.Result != "PENDING" {
+			c.Unexpected = "a new order must be PENDING"
+		}
+	}
+	if c.Code == "" && o.existsSince.IsZero() {
+		o.existsSince = c.End
+	}
+	if !o.returned {
+		o.returned = true
+		m.returned = append(m.returned, o)
+	}
+	return nil
+}
+
+// recreate calls create_order again for an order: with its own content (an
+// idempotent repeat, or a new try after running out of stock), or with other
+// content, which must be refused.
+func (s *session) recreate(ctx context.Context, o *order) error {
+	s.m.mu.Lock()
+	exists := !o.existsSince.IsZero()
+	s.m.mu.Unlock()
+	return s.create(ctx, o, exists && s.rand.IntN(10) < 3)
+}
+
+func (s *session) begin(ctx context.Context, o *order) error {
+	s.m.mu.Lock()
+	known := slices.Clone(o.payments)
+	s.m.mu.Unlock()
+	c := &call{Op: "begin", Order: o.spec.ID}
+	if len(known) > 0 && s.rand.IntN(10) == 0 {
+		c.Payment, c.Repeat = known[s.rand.IntN(len(known))], true
+	} else {
+		c.Payment = s.m.newPayment()
+	}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT status FROM ordertimeout.begin_payment($1, $2)`,
+			o.spec.ID, c.Payment).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	if c.Repeat {
+		allow(c, "OT123")
+	} else {
+		allow(c, "OT122", "OT123", s.unknownAllowed(o, c))
+	}
+	if c.Code == "" {
+		if c.Result != "PAYING" {
+			c.Unexpected = "a begun payment leaves the order PAYING"
+		}
+		if !c.Repeat {
+			s.m.mu.Lock()
+			o.payments = append(o.payments, c.Payment)
+			s.m.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// confirm confirms a payment of o: payment if given, else one of its known
+// payments or a new one (the gateway's callback for a payment never begun).
+func (s *session) confirm(ctx context.Context, o *order, payment string) error {
+	s.m.mu.Lock()
+	known := slices.Clone(o.payments)
+	s.m.mu.Unlock()
+	c := &call{Op: "confirm", Order: o.spec.ID, Payment: payment}
+	fresh := false
+	if c.Payment == "" {
+		if len(known) == 0 || s.rand.IntN(10) < 4 {
+			c.Payment, fresh = s.m.newPayment(), true
+		} else {
+			c.Payment = known[s.rand.IntN(len(known))]
+		}
+	}
+	var amount *string
+	switch r := s.rand.IntN(10); {
+	case o.spec.Amount != "" && r < 7:
+		amount = &o.spec.Amount
+	case o.spec.Amount != "" && r == 9 && payment == "":
+		wrong := o.spec.Amount + "1"
+		amount, c.Repeat = &wrong, true
+	case o.spec.Amount == "" && r < 2:
+		some := "5.00"
+		amount = &some
+	}
+	if amount != nil {
+		c.Arg = *amount
+	}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)`,
+			o.spec.ID, c.Payment, amount).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	allow(c, s.unknownAllowed(o, c))
+	if c.Code != "" {
+		return nil
+	}
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	switch c.Result {
+	case "paid":
+		if o.paidSince.IsZero() {
+			o.paidSince = c.End
+		}
+	case "conflict":
+	default:
+		c.Unexpected = "confirm_payment answers paid or conflict"
+	}
+	if fresh {
+		o.payments = append(o.payments, c.Payment)
+	}
+	return nil
+}
+
+func (s *session) fail(ctx context.Context, o *order, payment string) error {
+	if payment == "" {
+		s.m.mu.Lock()
+		known := slices.Clone(o.payments)
+		s.m.mu.Unlock()
+		if len(known) == 0 {
+			return s.info(ctx, o)
+		}
+		payment = known[s.rand.IntN(len(known))]
+	}
+	c := &call{Op: "fail", Order: o.spec.ID, Payment: payment}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT ordertimeout.fail_payment($1, $2)`, o.spec.ID, payment).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	allow(c)
+	if c.Code == "" && !slices.Contains([]string{"pending", "paying", "ignored"}, c.Result) {
+		c.Unexpected = "fail_payment answers pending, paying or ignored"
+	}
+	return nil
+}
+
+func (s *session) cancel(ctx context.Context, o *order) error {
+	c := &call{Op: "cancel", Order: o.spec.ID}
+	err := s.do(c, func() error {
+		c.Arg = fmt.Sprintf("model cancel %d", c.Seq)
+		var cancelled bool
+		err := s.conn.QueryRow(ctx, `SELECT ordertimeout.cancel_order($1, $2)`, o.spec.ID, c.Arg).Scan(&cancelled)
+		c.Result = fmt.Sprint(cancelled)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	allow(c, s.unknownAllowed(o, c))
+	if c.Code == "" && c.Result == "true" {
+		s.m.mu.Lock()
+		if !o.paidSince.IsZero() && o.paidSince.Before(c.Start) {
+			c.Unexpected = "cancelled an order that was paid before"
+		}
+		if o.cancelledSince.IsZero() {
+			o.cancelledSince = c.End
+		}
+		s.m.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *session) extend(ctx context.Context, o *order) error {
+	by := time.Duration(50+s.rand.IntN(251)) * time.Millisecond
+	c := &call{Op: "extend", Order: o.spec.ID, Arg: by.String()}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT status FROM ordertimeout.extend_deadline($1, $2)`, o.spec.ID, by).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	allow(c, "OT123", s.unknownAllowed(o, c))
+	if c.Code == "" && c.Result != "PENDING" {
+		c.Unexpected = "only a PENDING order is given more time"
+	}
+	return nil
+}
+
+func (s *session) sweep(ctx context.Context, max int) error {
+	c := &call{Op: "sweep", Arg: fmt.Sprint(max)}
+	err := s.do(c, func() error {
+		err := s.conn.QueryRow(ctx,
+			`SELECT claimed, cancelled, caught_by_sweep, checks, moot FROM ordertimeout.sweep_due($1)`, max).
+			Scan(&c.N[0], &c.N[1], &c.N[2], &c.N[3], &c.N[4])
+		c.Result = fmt.Sprintf("claimed %d cancelled %d caught %d checks %d moot %d", c.N[0], c.N[1], c.N[2], c.N[3], c.N[4])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	allow(c)
+	if c.Code == "" && (c.N[0] > max || c.N[1]+c.N[4] > c.N[0] || c.N[2] > c.N[0]) {
+		c.Unexpected = "sweep_due's counts do not add up"
+	}
+	return nil
+}
+
+// resolve resolves a conflict, mostly an open one, sometimes any (a repeat or
+// a second opinion).
+func (s *session) resolve(ctx context.Context) error {
+	query := `SELECT c.conflict_id, c.order_id FROM ordertimeout.conflicts AS c WHERE c.resolution IS NULL ORDER BY c.conflict_id LIMIT 50`
+	if s.rand.IntN(5) == 0 {
+		query = `SELECT c.conflict_id, c.order_id FROM ordertimeout.conflicts AS c ORDER BY c.conflict_id DESC LIMIT 50`
+	}
+	rows, err := s.conn.Query(ctx, query)
+	if err != nil {
+		return fmt.Errorf("list conflicts: %w", err)
+	}
+	type conflict struct {
+		ID    int64
+		Order string
+	}
+	open, err := pgx.CollectRows(rows, pgx.RowToStructByPos[conflict])
+	if err != nil {
+		return fmt.Errorf("list conflicts: %w", err)
+	}
+	if len(open) == 0 {
+		return s.sweep(ctx, 16)
+	}
+	pick := open[s.rand.IntN(len(open))]
+	c := &call{Op: "resolve", Order: pick.Order, Conflict: pick.ID}
+	switch r := s.rand.IntN(20); {
+	case r < 10:
+		c.Arg = "reinstate"
+	case r < 17:
+		c.Arg = "refund"
+	default:
+		c.Arg = "manual"
+	}
+	err = s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2)`, c.Conflict, c.Arg).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	allow(c, "OT132", "OT133")
+	if c.Code != "" {
+		return nil
+	}
+	if want := map[string]string{"reinstate": "reinstated", "refund": "refunded", "manual": "manual"}[c.Arg]; c.Result != want {
+		c.Unexpected = fmt.Sprintf("resolve_conflict(%s) answers %s", c.Arg, want)
+	}
+	if c.Result == "reinstated" {
+		s.m.mu.Lock()
+		if o := s.m.byID[c.Order]; o != nil && o.paidSince.IsZero() {
+			o.paidSince = c.End
+		}
+		s.m.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *session) closeCancelled(ctx context.Context) error {
+	older := time.Duration(s.rand.IntN(300)) * time.Millisecond
+	max := 1 + s.rand.IntN(20)
+	c := &call{Op: "close", Arg: fmt.Sprintf("older than %v, max %d", older, max)}
+	err := s.do(c, func() error {
+		err := s.conn.QueryRow(ctx, `SELECT ordertimeout.close_cancelled($1, $2)`, older, max).Scan(&c.N[0])
+		c.Result = fmt.Sprint(c.N[0])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	allow(c)
+	if c.Code == "" && c.N[0] > max {
+		c.Unexpected = "closed more than max"
+	}
+	return nil
+}
+
+// check plays the sidecar's gateway check before a cancel: it takes one
+// ordertimeout_precancel_check job and, in the same transaction, either
+// confirms a payment of the order (the gateway says it was paid) or cancels it
+// with cancel_checked at the version the job was made for. It reports whether
+// there was a job.
+func (s *session) check(ctx context.Context) (bool, error) {
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin check: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	var orderID string
+	var version int
+	err = tx.QueryRow(ctx, `
+DELETE FROM public.river_job AS r
+WHERE r.id = (SELECT j.id
+                FROM public.river_job AS j
+               WHERE j.kind = 'ordertimeout_precancel_check'
+               ORDER BY j.id
+               LIMIT 1
+                 FOR UPDATE SKIP LOCKED)
+RETURNING r.args ->> 'order_id', (r.args ->> 'version')::integer`).Scan(&orderID, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take a check job: %w", err)
+	}
+	o := s.m.byID[orderID]
+	if o == nil {
+		return false, fmt.Errorf("check job for order %q, which the model does not know", orderID)
+	}
+	s.m.mu.Lock()
+	known := slices.Clone(o.payments)
+	s.m.mu.Unlock()
+	c := &call{Op: "check", Order: orderID}
+	if len(known) > 0 && s.rand.IntN(4) == 0 {
+		c.Arg, c.Payment = "confirm", known[len(known)-1]
+	} else {
+		c.Arg = fmt.Sprintf("cancel version %d", version)
+	}
+	err = s.do(c, func() error {
+		if c.Payment != "" {
+			if err := tx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2)`, orderID, c.Payment).Scan(&c.Result); err != nil {
+				return err
+			}
+		} else {
+			var cancelled bool
+			if err := tx.QueryRow(ctx, `SELECT ordertimeout.cancel_checked($1, $2)`, orderID, version).Scan(&cancelled); err != nil {
+				return err
+			}
+			c.Result = fmt.Sprint(cancelled)
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return true, err
+	}
+	allow(c)
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	switch {
+	case c.Code != "":
+	case c.Result == "paid" && o.paidSince.IsZero():
+		o.paidSince = c.End
+	case c.Result == "true" && o.cancelledSince.IsZero():
+		o.cancelledSince = c.End
+	}
+	return true, nil
+}
+
+// loseTimer deletes the timer row of an order, as a crash of a careless
+// process might: the sweep's fallback must still cancel the order on time.
+func (s *session) loseTimer(ctx context.Context, o *order) error {
+	c := &call{Op: "lose-timer", Order: o.spec.ID}
+	err := s.do(c, func() error {
+		tag, err := s.conn.Exec(ctx, `
+DELETE FROM public.river_job AS r
+USING ordertimeout.orders AS o
+WHERE o.order_id = $1
+  AND r.id = o.timer_job_id
+  AND r.queue = 'ordertimeout_expire'`, o.spec.ID)
+		c.Lost = tag.RowsAffected() > 0
+		c.Result = fmt.Sprint(c.Lost)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	allow(c)
+	return nil
+}
+
+func (s *session) info(ctx context.Context, o *order) error {
+	c := &call{Op: "info", Order: o.spec.ID}
+	err := s.do(c, func() error {
+		return s.conn.QueryRow(ctx, `SELECT status FROM ordertimeout.order_info($1)`, o.spec.ID).Scan(&c.Result)
+	})
+	if err != nil {
+		return err
+	}
+	allow(c, s.unknownAllowed(o, c))
+	if c.Code != "" {
+		return nil
+	}
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	switch {
+	case !o.paidSince.IsZero() && o.paidSince.Before(c.Start) && c.Result != "PAID":
+		c.Unexpected = fmt.Sprintf("the order was paid at %v", o.paidSince.Format("15:04:05.000000"))
+	case !o.cancelledSince.IsZero() && o.cancelledSince.Before(c.Start) && (c.Result == "PENDING" || c.Result == "PAYING"):
+		c.Unexpected = fmt.Sprintf("the order was cancelled at %v", o.cancelledSince.Format("15:04:05.000000"))
+	}
+	switch c.Result {
+	case "PAID":
+		if o.paidSince.IsZero() {
+			o.paidSince = c.End
+		}
+	case "CANCELLED", "CLOSED":
+		if o.cancelledSince.IsZero() {
+			o.cancelledSince = c.End
+		}
+	}
+	return nil
+}
+
+func (s *session) preview(ctx context.Context) error {
+	c := &call{Op: "preview"}
+	err := s.do(c, func() error {
+		err := s.conn.QueryRow(ctx, `SELECT count(*) FROM ordertimeout.preview_due(20)`).Scan(&c.N[0])
+		c.Result = fmt.Sprint(c.N[0])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	allow(c)
+	return nil
+}
+
+// drain ends the run: the gateway answers every payment still in flight
+// (confirmed or failed), then the sweep and the gateway checks run until no
+// order is left PENDING or PAYING.
+func (s *session) drain(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rows, err := s.conn.Query(ctx, `
+SELECT p.order_id, p.payment_id
+FROM ordertimeout.payments AS p
+JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
+WHERE o.status = 'PAYING'
+  AND p.status = 'started'
+ORDER BY p.payment_id`)
+		if err != nil {
+			return fmt.Errorf("list payments in flight: %w", err)
+		}
+		type inFlight struct{ Order, Payment string }
+		flying, err := pgx.CollectRows(rows, pgx.RowToStructByPos[inFlight])
+		if err != nil {
+			return fmt.Errorf("list payments in flight: %w", err)
+		}
+		for _, p := range flying {
+			o := s.m.byID[p.Order]
+			if s.rand.IntN(2) == 0 {
+				err = s.confirm(ctx, o, p.Payment)
+			} else {
+				err = s.fail(ctx, o, p.Payment)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for {
+			if err := s.sweep(ctx, 1000); err != nil {
+				return err
+			}
+			if s.last.Code != "" || s.last.N[0] == 0 {
+				break
+			}
+		}
+		for {
+			found, err := s.check(ctx)
+			if err != nil {
+				return err
+			}
+			if !found {
+				break
+			}
+		}
+
+		var live int
+		var next *time.Time
+		if err := s.conn.QueryRow(ctx, `
+SELECT count(*), min(o.cancel_at) FILTER (WHERE o.status = 'PENDING')
+FROM ordertimeout.orders AS o
+WHERE o.status IN ('PENDING', 'PAYING')`).Scan(&live, &next); err != nil {
+			return fmt.Errorf("count live orders: %w", err)
+		}
+		if live == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d orders still PENDING or PAYING after a minute of draining (earliest cancel_at %v)", live, next)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,423 @@
+package model
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/tests/internal/dbstate"
+)
+
+// gatewayCheckReason is the reason cancel_checked gives its cancels.
+const gatewayCheckReason = "gateway check: not paid"
+
+// verify compares the drained database with what the calls answered. Each
+// order's event log is the witness of the order in which its calls took
+// effect (every transition holds the order's row lock while it logs); every
+// answer must be explained by it, and every event by an answer.
+func (m *model) verify(s *dbstate.State) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	events := s.EventsOf()
+	callsOf := make(map[string][]*call)
+	for _, c := range m.calls {
+		if c.Order != "" {
+			callsOf[c.Order] = append(callsOf[c.Order], c)
+		}
+	}
+	conflictByPayment := make(map[string]dbstate.Conflict)
+	conflictByID := make(map[int64]dbstate.Conflict)
+	for _, c := range s.Conflicts {
+		conflictByPayment[c.PaymentID] = c
+		conflictByID[c.ID] = c
+	}
+	reinstatedOrders := make(map[string]bool)
+	for _, c := range s.Conflicts {
+		if deref(c.Resolution) == "reinstated" {
+			reinstatedOrders[c.OrderID] = true
+		}
+	}
+	reinstated := func(orderID string) bool { return reinstatedOrders[orderID] }
+
+	// Existence and content: an order exists exactly when one create call
+	// created it, with the content of the spec and the time it was given.
+	for _, o := range m.orders {
+		id := o.spec.ID
+		var created []*call
+		var extended time.Duration
+		for _, c := range callsOf[id] {
+			switch {
+			case c.Op == "create" && c.Code == "" && c.Created:
+				created = append(created, c)
+			case c.Op == "extend" && c.Code == "":
+				by, _ := time.ParseDuration(c.Arg)
+				extended += by
+			}
+		}
+		got, exists := s.Orders[id]
+		switch {
+		case len(created) > 1:
+			bad("order %s was created by %d calls: %v and %v", id, len(created), created[0], created[1])
+		case exists && len(created) == 0:
+			bad("order %s exists but no create_order call answered created", id)
+		case !exists && len(created) == 1:
+			bad("order %s does not exist but %v created it", id, created[0])
+		}
+		if !exists {
+			continue
+		}
+		want := make(map[string]int64)
+		for _, it := range o.spec.Items {
+			want[it.SKU] = it.Qty
+		}
+		if !maps.Equal(got.Items, want) {
+			bad("order %s has items %v, want %v", id, got.Items, want)
+		}
+		if deref(got.CouponID) != o.spec.Coupon || deref(got.PointsAccount) != o.spec.Account ||
+			(got.Points != nil && *got.Points != o.spec.Points) || deref(got.Amount) != o.spec.Amount {
+			bad("order %s has coupon %q, points %v of %q, amount %q; want %q, %d of %q, %q", id,
+				deref(got.CouponID), got.Points, deref(got.PointsAccount), deref(got.Amount),
+				o.spec.Coupon, o.spec.Points, o.spec.Account, o.spec.Amount)
+		}
+		if d := got.ExpireAt.Sub(got.CreatedAt); d != o.spec.Timeout+extended {
+			bad("order %s expires %v after its creation, want %v + %v extended", id, d, o.spec.Timeout, extended)
+		}
+		if !got.CancelAt.Equal(got.ExpireAt) {
+			bad("order %s has cancel_at %v, want expire_at %v (no grace)", id, got.CancelAt, got.ExpireAt)
+		}
+		if got.Status != "PAID" && !dbstate.Cancelled(got.Status) {
+			bad("order %s is %s after the drain", id, got.Status)
+		}
+	}
+	for id := range s.Orders {
+		if m.byID[id] == nil {
+			bad("order %s exists but the model never created it", id)
+		}
+	}
+
+	// Every answer against the event log.
+	type counts struct{ sweepCancelled, sweepCaught, sweepChecks, closed, checksDone int }
+	var n counts
+	pendingAnswers := make(map[string]int)
+	lost := make(map[string]bool)
+	resolutions := make(map[int64][]*call)
+	for _, c := range m.calls {
+		evs := events[c.Order]
+		o := s.Orders[c.Order]
+		switch c.Op {
+		case "begin":
+			if c.Repeat {
+				break
+			}
+			begun := countEvents(evs, func(e dbstate.Event) bool { return isBegin(e) && e.DetailString("payment_id") == c.Payment })
+			_, paymentExists := s.Payments[c.Payment]
+			switch {
+			case c.Code == "" && (begun != 1 || !paymentExists):
+				bad("%v: %d events of the payment starting, payment row %v; want 1 and a row", c, begun, paymentExists)
+			case c.Code != "" && (begun != 0 || paymentExists):
+				bad("%v: the refused payment left %d events, payment row %v", c, begun, paymentExists)
+			}
+		case "confirm", "check":
+			if c.Code != "" || c.Payment == "" {
+				if c.Op == "check" && c.Code == "" {
+					n.checksDone++
+				}
+				break
+			}
+			if c.Op == "check" {
+				n.checksDone++
+			}
+			p := s.Payments[c.Payment]
+			switch c.Result {
+			case "paid":
+				paidBy := countEvents(evs, func(e dbstate.Event) bool {
+					return e.To == "PAID" && e.Cause == "payment" && e.DetailString("payment_id") == c.Payment
+				})
+				cf, hasConflict := conflictByPayment[c.Payment]
+				if o == nil || o.Status != "PAID" || p == nil || p.Status != "confirmed" ||
+					(paidBy != 1 && !(hasConflict && deref(cf.Resolution) == "reinstated")) {
+					bad("%v: the order is %v, the payment %v, %d events of this payment paying it", c, statusOf(o), p, paidBy)
+				}
+			case "conflict":
+				cf, ok := conflictByPayment[c.Payment]
+				if !ok {
+					bad("%v: no conflict row for the payment", c)
+					break
+				}
+				var at *dbstate.Event
+				for _, e := range evs {
+					if id, ok := e.DetailInt("conflict_id"); ok && id == cf.ID && e.Cause == "payment" {
+						at = &e
+						break
+					}
+				}
+				switch {
+				case at == nil:
+					bad("%v: no event recorded conflict %d", c, cf.ID)
+				case cf.Kind == "late_payment" && !dbstate.Cancelled(deref(at.From)),
+					cf.Kind == "double_payment" && !dbstate.Paid(deref(at.From)),
+					cf.Kind == "amount_mismatch" && !dbstate.Live(deref(at.From)):
+					bad("%v: conflict %d is a %s but the order was %s then", c, cf.ID, cf.Kind, deref(at.From))
+				case c.Repeat && cf.Kind != "amount_mismatch" && dbstate.Live(deref(at.From)):
+					bad("%v: the wrong amount on a %s order is conflict %d of kind %s", c, deref(at.From), cf.ID, cf.Kind)
+				}
+			}
+		case "cancel":
+			if c.Code != "" {
+				break
+			}
+			var mine []dbstate.Event
+			for _, e := range evs {
+				if e.DetailString("reason") == c.Arg {
+					mine = append(mine, e)
+				}
+			}
+			switch {
+			case c.Result == "true" && len(mine) != 1:
+				bad("%v: %d events carry its reason, want 1", c, len(mine))
+			case c.Result == "true":
+				e := mine[0]
+				if deref(e.From) != "PENDING" || e.To != "CANCELLED" || e.Cause != "requested" || e.Actor != actorOf(c.Session) {
+					bad("%v: its event is %s -> %s by %s, actor %s", c, deref(e.From), e.To, e.Cause, e.Actor)
+				}
+				if !dbstate.Cancelled(statusOf(o)) && !(statusOf(o) == "PAID" && reinstated(c.Order)) {
+					bad("%v: the order ends %s", c, statusOf(o))
+				}
+			case len(mine) != 0:
+				bad("%v: answered false but cancelled the order (event %d)", c, mine[0].ID)
+			}
+		case "fail":
+			if c.Code == "" && c.Result == "pending" {
+				pendingAnswers[c.Payment]++
+			}
+			if c.Code == "" && c.Result != "pending" && countEvents(evs, func(e dbstate.Event) bool {
+				return deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == c.Payment &&
+					e.Detail["failed"] == true
+			}) > 0 && pendingAnswers[c.Payment] == 0 {
+				bad("%v: the payment failed the order back to PENDING, but no call answered pending", c)
+			}
+		case "sweep":
+			if c.Code == "" {
+				n.sweepCancelled += c.N[1]
+				n.sweepCaught += c.N[2]
+				n.sweepChecks += c.N[3]
+			}
+		case "close":
+			if c.Code == "" {
+				n.closed += c.N[0]
+			}
+		case "resolve":
+			if c.Code == "" {
+				resolutions[c.Conflict] = append(resolutions[c.Conflict], c)
+			}
+			if c.Code == "OT133" {
+				if cf := conflictByID[c.Conflict]; cf.Resolution == nil || *cf.Resolution == map[string]string{
+					"reinstate": "reinstated", "refund": "refunded", "manual": "manual"}[c.Arg] {
+					bad("%v: refused as resolved another way, but the conflict ends resolved %v", c, cf.Resolution)
+				}
+			}
+		case "lose-timer":
+			if c.Lost {
+				lost[c.Order] = true
+			}
+		}
+	}
+
+	// Payments failed back to PENDING: one event per "pending" answer.
+	for _, p := range slices.Sorted(maps.Keys(s.Payments)) {
+		failed := 0
+		for _, e := range events[s.Payments[p].OrderID] {
+			if deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == p && e.Detail["failed"] == true {
+				failed++
+			}
+		}
+		if failed != pendingAnswers[p] || failed > 1 {
+			bad("payment %s: %d events of failing back to PENDING, %d calls answered pending", p, failed, pendingAnswers[p])
+		}
+	}
+
+	// Counts returned by the set-based calls against the events they wrote.
+	var timeouts, caught, closed, checkCancels, extends int
+	checkCancelsOf := make(map[string]int)
+	for _, e := range s.Events {
+		switch {
+		case e.To == "CANCELLED" && deref(e.From) == "PENDING" && e.DetailString("reason") == gatewayCheckReason:
+			checkCancels++
+			checkCancelsOf[e.OrderID]++
+		case e.To == "CANCELLED" && deref(e.From) == "PENDING" && (e.Cause == "timeout" || e.Cause == "sweep"):
+			timeouts++
+			if e.Cause == "sweep" {
+				caught++
+				if !lost[e.OrderID] {
+					bad("order %s was caught by the fallback sweep (event %d), but the test never deleted its timer row: the API lost it", e.OrderID, e.ID)
+				}
+			}
+		case e.To == "CLOSED" && deref(e.From) == "CANCELLED":
+			closed++
+		case e.To == "PENDING" && deref(e.From) == "PENDING" && e.Cause == "requested":
+			extends++
+		}
+	}
+	// caught_by_sweep counts the orders found without their timer row, some
+	// of which went to a gateway check rather than being cancelled.
+	if timeouts != n.sweepCancelled || caught > n.sweepCaught {
+		bad("sweep_due answered %d cancelled and %d caught by the fallback, the events show %d timeout cancels, %d of them by the fallback",
+			n.sweepCancelled, n.sweepCaught, timeouts, caught)
+	}
+	if closed != n.closed {
+		bad("close_cancelled answered %d closed, the events show %d", n.closed, closed)
+	}
+	checkAnswers := 0
+	for _, c := range m.calls {
+		if c.Op == "check" && c.Code == "" && c.Result == "true" {
+			checkAnswers++
+		}
+		if c.Op == "extend" && c.Code == "" {
+			extends--
+		}
+	}
+	if checkCancels != checkAnswers {
+		bad("cancel_checked answered true %d times, the events show %d", checkAnswers, checkCancels)
+	}
+	if extends != 0 {
+		bad("extend_deadline calls and PENDING -> PENDING events differ by %d", extends)
+	}
+
+	// Conflicts: resolved once, every answer the same, one event each; an
+	// amount mismatch only where a call gave a wrong amount.
+	wrongAmount := make(map[string]bool)
+	for _, c := range m.calls {
+		if c.Op == "confirm" && c.Repeat {
+			wrongAmount[c.Payment] = true
+		}
+	}
+	for _, cf := range s.Conflicts {
+		if cf.Kind == "amount_mismatch" && !wrongAmount[cf.PaymentID] {
+			bad("conflict %d on order %s is an amount mismatch, but no call gave payment %s a wrong amount", cf.ID, cf.OrderID, cf.PaymentID)
+		}
+		resolvedBy := 0
+		for _, e := range events[cf.OrderID] {
+			if id, ok := e.DetailInt("conflict_id"); ok && id == cf.ID && e.Cause == "conflict" {
+				resolvedBy++
+				if deref(cf.Resolution) == "reinstated" && e.To != "PAID" {
+					bad("conflict %d was reinstated by event %d to %s", cf.ID, e.ID, e.To)
+				}
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[cf.Resolution != nil]; resolvedBy != want {
+			bad("conflict %d (resolution %v) has %d resolution events, want %d", cf.ID, deref(cf.Resolution), resolvedBy, want)
+		}
+		for _, c := range resolutions[cf.ID] {
+			if c.Result != deref(cf.Resolution) {
+				bad("%v: the conflict ends resolved %q", c, deref(cf.Resolution))
+			}
+		}
+	}
+
+	// River's job rows after the drain.
+	var expires, checks int
+	paymentChecks := make(map[string]int)
+	closes := make(map[string]int)
+	for _, j := range s.Jobs {
+		orderID, _ := j.Args["order_id"].(string)
+		switch j.Kind {
+		case "ordertimeout_expire":
+			expires++
+		case "ordertimeout_precancel_check":
+			checks++
+		case "ordertimeout_payment_check":
+			paymentChecks[orderID]++
+		case "ordertimeout_gateway_close":
+			closes[orderID]++
+		}
+	}
+	if expires != 0 {
+		bad("%d timer rows are left after the drain", expires)
+	}
+	if checks != 0 {
+		bad("%d gateway check jobs are left after the drain", checks)
+	}
+	if n.sweepChecks != n.checksDone+checks {
+		bad("sweep_due answered %d checks, %d jobs were worked and %d are left", n.sweepChecks, n.checksDone, checks)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Orders)) {
+		evs := events[id]
+		begun := countEvents(evs, isBegin)
+		if paymentChecks[id] != begun {
+			bad("order %s has %d payment check jobs for %d payments begun", id, paymentChecks[id], begun)
+		}
+		wantClose, attempted := 0, false
+		for _, e := range evs {
+			if e.To == "PAYING" {
+				attempted = true
+			}
+			if e.To == "CANCELLED" && deref(e.From) == "PENDING" && attempted {
+				wantClose = 1
+			}
+		}
+		if closes[id] != wantClose {
+			bad("order %s has %d gateway close jobs, want %d", id, closes[id], wantClose)
+		}
+	}
+	return out
+}
+
+// requireCoverage fails a run big enough to show them when the interesting
+// cases did not happen: then the test proves less than it claims. (A machine
+// so loaded that the sessions made few calls is let off.)
+func (m *model) requireCoverage(t *testing.T) {
+	t.Helper()
+	if len(m.orders) < 100 || len(m.calls) < 4000 {
+		t.Logf("model: %d calls on %d orders: too few to require coverage", len(m.calls), len(m.orders))
+		return
+	}
+	seen := make(map[string]bool)
+	for _, c := range m.calls {
+		switch {
+		case c.Code != "":
+			seen[c.Op+":"+c.Code] = true
+		case c.Op == "sweep" && c.Session >= 0 && c.N[1] > 0:
+			seen["sweep:cancelled"] = true
+		default:
+			seen[c.Op+":"+c.Result] = true
+		}
+	}
+	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true"} {
+		require.True(t, seen[want], "seed %d: the run never saw %s", m.seed, want)
+	}
+}
+
+// isBegin reports whether e is begin_payment's event.
+func isBegin(e dbstate.Event) bool {
+	_, ok := e.Detail["paying_until"]
+	return e.To == "PAYING" && e.Cause == "payment" && ok
+}
+
+func countEvents(evs []dbstate.Event, match func(dbstate.Event) bool) int {
+	n := 0
+	for _, e := range evs {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+func statusOf(o *dbstate.Order) string {
+	if o == nil {
+		return "missing"
+	}
+	return o.Status
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
