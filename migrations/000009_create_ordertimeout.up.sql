@@ -535,6 +535,25 @@ BEGIN
 END
 $$;
 
+-- Raises OT100/OT140 unless max, a batch size, is between 1 and 100,000.
+CREATE FUNCTION ordertimeout._check_max(max integer)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', max
+            USING ERRCODE = 'OT140';
+    END IF;
+END
+$$;
+
 -- Validates create_order's items and returns them sorted by sku as
 -- [{"sku": ..., "qty": ...}], the form stored and compared for idempotency.
 CREATE FUNCTION ordertimeout._normalize_items(items jsonb)
@@ -1820,14 +1839,7 @@ BEGIN
         RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
             USING ERRCODE = 'OT141';
     END IF;
-    IF close_cancelled.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF close_cancelled.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', close_cancelled.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(close_cancelled.max);
 
     WITH candidates AS (
         SELECT o.order_id
@@ -1897,14 +1909,7 @@ DECLARE
     v_checks    integer;
     v_rescued_payments integer := 0;
 BEGIN
-    IF sweep_due.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF sweep_due.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', sweep_due.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(sweep_due.max);
     SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
 
     -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
@@ -2095,14 +2100,7 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_precheck text;
 BEGIN
-    IF preview_due.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF preview_due.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', preview_due.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(preview_due.max);
     SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
 
     RETURN QUERY
@@ -2350,14 +2348,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF open_conflicts.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF open_conflicts.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', open_conflicts.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
     SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at
     FROM ordertimeout.conflicts AS c

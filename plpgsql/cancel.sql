@@ -138,14 +138,7 @@ BEGIN
         RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
             USING ERRCODE = 'OT141';
     END IF;
-    IF close_cancelled.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF close_cancelled.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', close_cancelled.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(close_cancelled.max);
 
     WITH candidates AS (
         SELECT o.order_id

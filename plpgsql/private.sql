@@ -55,6 +55,25 @@ BEGIN
 END
 $$;
 
+-- Raises OT100/OT140 unless max, a batch size, is between 1 and 100,000.
+CREATE FUNCTION ordertimeout._check_max(max integer)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', max
+            USING ERRCODE = 'OT140';
+    END IF;
+END
+$$;
+
 -- Validates create_order's items and returns them sorted by sku as
 -- [{"sku": ..., "qty": ...}], the form stored and compared for idempotency.
 CREATE FUNCTION ordertimeout._normalize_items(items jsonb)

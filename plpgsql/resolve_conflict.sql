@@ -118,14 +118,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF open_conflicts.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF open_conflicts.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', open_conflicts.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
     SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at
     FROM ordertimeout.conflicts AS c

@@ -31,14 +31,7 @@ DECLARE
     v_checks    integer;
     v_rescued_payments integer := 0;
 BEGIN
-    IF sweep_due.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF sweep_due.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', sweep_due.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(sweep_due.max);
     SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
 
     -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
@@ -229,14 +222,7 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_precheck text;
 BEGIN
-    IF preview_due.max IS NULL THEN
-        RAISE EXCEPTION 'max must not be null'
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF preview_due.max NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'max must be between 1 and 100000, got %', preview_due.max
-            USING ERRCODE = 'OT140';
-    END IF;
+    PERFORM ordertimeout._check_max(preview_due.max);
     SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
 
     RETURN QUERY
