@@ -891,7 +891,6 @@ RETURNS void
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1121,7 +1120,6 @@ RETURNS TABLE (cancelled_order_id text, cancelled_cause text)
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1879,6 +1877,10 @@ COMMENT ON FUNCTION ordertimeout.close_cancelled(interval, integer) IS
 -- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
 -- cancels their orders set-based, in one transaction. Any number of sessions
 -- may run it at once; each due order is cancelled by exactly one of them.
+-- plan_cache_mode = force_custom_plan holds for the nested helpers too: a
+-- batch of a thousand orders always gets a plan made for its arrays, while
+-- single-order callers of the same helpers (cancel_order, cancel_checked)
+-- keep cached plans.
 CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
 RETURNS TABLE (
     claimed         integer,

@@ -1,6 +1,10 @@
 -- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
 -- cancels their orders set-based, in one transaction. Any number of sessions
 -- may run it at once; each due order is cancelled by exactly one of them.
+-- plan_cache_mode = force_custom_plan holds for the nested helpers too: a
+-- batch of a thousand orders always gets a plan made for its arrays, while
+-- single-order callers of the same helpers (cancel_order, cancel_checked)
+-- keep cached plans.
 CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
 RETURNS TABLE (
     claimed         integer,
