@@ -1,0 +1,330 @@
+// Command bench runs the standard workload of WORKLOAD.md against the
+// PostgreSQL server named by DATABASE_URL (a superuser: it creates and drops
+// databases) and reports what it measured.
+//
+// Every scenario runs on its own database cloned from a freshly migrated
+// template. Each scenario prints one JSON line per measured variant to stdout,
+// checks the money-safety invariants on every database it used, and a human
+// summary table follows at the end. Figures come from database timestamps
+// (events.at, orders.created_at, orders.cancel_at), not from this program's
+// clock. The exit code is non-zero when an invariant is violated or a
+// scenario fails.
+//
+//	tests/bin/withpg go run ./tests/bench --scenarios drain --drain-orders 5000
+//
+// Run `go run ./tests/bench --help` for the flags; `make bench` runs the
+// standard sizes, `make bench-quick` small ones.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := realMain(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config holds the flags.
+type config struct {
+	scenarios   []string
+	runs        int
+	longRuns    int
+	seed        int64
+	batch       int
+	drainOrders int
+	sessions    []int
+	backlogRows []int
+	loadClients int
+
+	createClients  int
+	createDuration time.Duration
+
+	baselines          bool
+	naiveWorkers       int
+	naiveFetchCooldown time.Duration
+	naivePollInterval  time.Duration
+	pgbench            string
+	pgbenchClients     int
+
+	steadyRate     int
+	steadyDuration time.Duration
+	steadyTimeout  time.Duration
+	steadyConns    int
+	steadyPaid     float64
+	steadySettle   time.Duration
+	maxOverdue     time.Duration
+	sidecar        string
+	sidecarArgs    []string
+
+	raceOrders int
+	raceLead   time.Duration
+
+	plotDir string
+	jsonOut string
+	mdOut   string
+	quick   bool
+	keep    bool
+}
+
+var allScenarios = []string{"create", "drain", "steady", "race", "backlog"}
+
+func parseFlags(args []string) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: DATABASE_URL=postgres://superuser@host/db bench [flags]\n\n"+
+			"Runs the standard workload (WORKLOAD.md): scenarios %s.\n"+
+			"Each scenario gets its own freshly migrated database; one JSON line per result goes to stdout,\n"+
+			"then a summary table. Exits non-zero when an invariant is violated.\n\nFlags:\n",
+			strings.Join(allScenarios, ", "))
+		fs.PrintDefaults()
+	}
+	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run, in this order")
+	fs.IntVar(&cfg.runs, "runs", 3, "runs of create and drain (and of each drain session count); medians are reported")
+	fs.IntVar(&cfg.longRuns, "long-runs", 1, "runs of the long scenarios: steady, race, backlog and the drain baselines")
+	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the random order contents and payment times")
+	fs.IntVar(&cfg.batch, "batch", 1000, "max argument of sweep_due: orders cancelled per transaction")
+	fs.IntVar(&cfg.drainOrders, "drain-orders", 100000, "due orders in the drain and backlog data set")
+	sessions := fs.String("sessions", "1,2", "comma-separated numbers of concurrent sweep_due sessions for drain")
+	backlog := fs.String("backlog-rows", "1000000", "comma-separated sizes of the closed-order backlog (e.g. 1000000,10000000)")
+	fs.IntVar(&cfg.loadClients, "load-clients", 4, "connections creating the drain data set through create_order")
+	fs.IntVar(&cfg.createClients, "create-clients", 4, "concurrent create_order clients in create")
+	fs.DurationVar(&cfg.createDuration, "create-duration", 10*time.Second, "how long create runs")
+	fs.BoolVar(&cfg.baselines, "baselines", true, "run the drain baselines (naive River, pgbench) on the drain data set")
+	fs.IntVar(&cfg.naiveWorkers, "naive-workers", 50, "naive River baseline: MaxWorkers of its queue")
+	fs.DurationVar(&cfg.naiveFetchCooldown, "naive-fetch-cooldown", 5*time.Millisecond, "naive River baseline: FetchCooldown")
+	fs.DurationVar(&cfg.naivePollInterval, "naive-fetch-poll-interval", 20*time.Millisecond, "naive River baseline: FetchPollInterval")
+	fs.StringVar(&cfg.pgbench, "pgbench", "", "pgbench binary (default $PGBIN/pgbench, PGBIN defaulting to /usr/lib/postgresql/15/bin)")
+	fs.IntVar(&cfg.pgbenchClients, "pgbench-clients", 2, "pgbench baseline: clients (-c and -j)")
+	fs.IntVar(&cfg.steadyRate, "steady-rate", 1000, "steady: orders created per second")
+	fs.DurationVar(&cfg.steadyDuration, "steady-duration", 30*time.Second, "steady: how long the producer runs")
+	fs.DurationVar(&cfg.steadyTimeout, "steady-timeout", 3*time.Second, "steady: timeout of every order")
+	fs.IntVar(&cfg.steadyConns, "steady-conns", 8, "steady: connections of the producer (and as many for payments)")
+	fs.Float64Var(&cfg.steadyPaid, "steady-paid", 0.5, "steady: fraction of orders that get a payment")
+	fs.DurationVar(&cfg.steadySettle, "steady-settle", 3*time.Second, "steady: how long to wait after the last deadline before stopping the sidecar")
+	fs.DurationVar(&cfg.maxOverdue, "max-overdue", time.Second, "invariant 4: how long a PENDING order may stay past cancel_at while a canceller runs (the sweep interval)")
+	fs.StringVar(&cfg.sidecar, "sidecar", "bin/ordertimeout", "steady: the sidecar binary, built with `go build` when missing")
+	sidecarArgs := fs.String("sidecar-args", "", "steady: extra arguments after `run`, space-separated")
+	fs.IntVar(&cfg.raceOrders, "race-orders", 2000, "race: orders expiring at the same instant")
+	fs.DurationVar(&cfg.raceLead, "race-begin-lead", 20*time.Millisecond, "race: each begin_payment starts a random 0 to this long before the deadline (0: all at the deadline, when begin_payment is refused)")
+	fs.StringVar(&cfg.plotDir, "plot-dir", ".cache/bench", "where to write the SVG plots (empty: no plots)")
+	fs.StringVar(&cfg.jsonOut, "json-out", "", "also write the JSON lines to this file")
+	fs.StringVar(&cfg.mdOut, "md-out", "", "also write the summary as a markdown table to this file")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the databases (for debugging; drop them by hand: bench_<pid>_*)")
+	fs.BoolVar(&cfg.quick, "quick", false, "small sizes for a smoke check (flags given explicitly still win)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.quick {
+		quick := map[string]string{
+			"runs":            "1",
+			"drain-orders":    "5000",
+			"backlog-rows":    "50000",
+			"create-duration": "3s",
+			"steady-rate":     "200",
+			"steady-duration": "8s",
+			"steady-conns":    "4",
+			"race-orders":     "300",
+		}
+		for name, value := range quick {
+			if set[name] {
+				continue
+			}
+			if err := fs.Set(name, value); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	for _, s := range splitList(*scenarios) {
+		if !slices.Contains(allScenarios, s) {
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", "))
+		}
+		cfg.scenarios = append(cfg.scenarios, s)
+	}
+	var err error
+	if cfg.sessions, err = parseInts("sessions", *sessions); err != nil {
+		return nil, err
+	}
+	if cfg.backlogRows, err = parseInts("backlog-rows", *backlog); err != nil {
+		return nil, err
+	}
+	cfg.sidecarArgs = strings.Fields(*sidecarArgs)
+	switch {
+	case cfg.runs < 1 || cfg.longRuns < 1:
+		return nil, errors.New("--runs and --long-runs must be at least 1")
+	case cfg.batch < 1 || cfg.batch > 100000:
+		return nil, errors.New("--batch must be between 1 and 100000")
+	case cfg.drainOrders < 1 || cfg.raceOrders < 1:
+		return nil, errors.New("--drain-orders and --race-orders must be at least 1")
+	case cfg.createClients < 1 || cfg.loadClients < 1 || cfg.pgbenchClients < 1 || cfg.steadyConns < 1 || cfg.naiveWorkers < 1:
+		return nil, errors.New("client, connection and worker counts must be at least 1")
+	case cfg.steadyRate < 1 || cfg.steadyPaid < 0 || cfg.steadyPaid > 1:
+		return nil, errors.New("--steady-rate must be at least 1 and --steady-paid between 0 and 1")
+	}
+	if cfg.pgbench == "" {
+		cfg.pgbench = envOr("PGBIN", "/usr/lib/postgresql/15/bin") + "/pgbench"
+	}
+	return cfg, nil
+}
+
+func realMain(ctx context.Context, args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(logger)
+
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return errors.New("DATABASE_URL is not set (a superuser's postgres:// URL); or run me through tests/bin/withpg")
+	}
+	if cfg.plotDir != "" {
+		if err := os.MkdirAll(cfg.plotDir, 0o755); err != nil {
+			return fmt.Errorf("create plot dir: %w", err)
+		}
+	}
+	out, err := newReport(cfg.jsonOut)
+	if err != nil {
+		return err
+	}
+	defer out.close()
+
+	srv := newServer(url)
+	srv.keep = cfg.keep
+	defer srv.dropAll()
+	b := &bench{cfg: cfg, srv: srv, out: out}
+
+	start := time.Now()
+	b.serverInfo = srv.describe(ctx)
+	slog.Info("preparing the template database", "server", b.serverInfo)
+	if err := b.prepareBase(ctx); err != nil {
+		return err
+	}
+	var failed []string
+	for _, name := range cfg.scenarios {
+		slog.Info("scenario", "name", name)
+		out.noteLoad(name)
+		var err error
+		switch name {
+		case "create":
+			err = b.runCreate(ctx)
+		case "drain":
+			err = b.runDrain(ctx)
+		case "steady":
+			err = b.runSteady(ctx)
+		case "race":
+			err = b.runRace(ctx)
+		case "backlog":
+			err = b.runBacklog(ctx)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			slog.Error("scenario failed", "name", name, "err", err)
+			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+			out.add(row{name, "FAILED", "", "", "", firstLine(err.Error())})
+		}
+	}
+
+	out.summary(os.Stdout, b, time.Since(start))
+	if cfg.mdOut != "" {
+		if err := out.writeMarkdown(cfg.mdOut, b, time.Since(start)); err != nil {
+			return err
+		}
+	}
+	if out.violated {
+		failed = append(failed, "an invariant was VIOLATED (see above)")
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// bench is the state shared by the scenarios of one invocation.
+type bench struct {
+	cfg *config
+	srv *server
+	out *report
+
+	serverInfo string // version and durability settings of the server
+
+	base  string // migrated template: stock and settings, no orders
+	drain string // template with the drain data set (made on first use)
+
+	// loadRate is create_order's rate (orders/s, 4 clients) while the drain
+	// data set was created.
+	loadRate float64
+
+	// drainEmpty is the median cancellations/s of one sweep session on the
+	// drain data set without backlog, once measured: backlog compares to it.
+	drainEmpty *drainStats
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseInts(name, s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--%s: %q is not a positive integer", name, f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--%s: empty list", name)
+	}
+	return out, nil
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
