@@ -1,0 +1,44 @@
+-- The API contract: every public function of schema ordertimeout with its
+-- exact arguments (names, types, defaults) and result type. A change here is a
+-- change of the contract: it needs a migration and a CHANGELOG entry, and this
+-- list is updated with them.
+BEGIN;
+\ir ../setup.psql
+-- Only public (pgTAP): result types then print schema-qualified, as clients see them.
+SET LOCAL search_path = public;
+SELECT plan(1);
+
+SELECT results_eq(
+    $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
+        FROM pg_proc AS p
+        JOIN pg_namespace AS n ON n.oid = p.pronamespace
+       WHERE n.nspname = 'ordertimeout'
+         AND p.proname !~ '^_'
+       ORDER BY 1$$,
+    $$VALUES
+    ('begin_payment', 'order_id text, payment_id text, paying_window interval DEFAULT NULL::interval', 'ordertimeout.order_state'),
+    ('cancel_checked', 'order_id text, deadline_version integer', 'boolean'),
+    ('cancel_due', 'max integer DEFAULT 1000', 'integer'),
+    ('cancel_order', 'order_id text, reason text DEFAULT ''requested''::text', 'boolean'),
+    ('close_cancelled', 'older_than interval, max integer DEFAULT 1000', 'integer'),
+    ('configure', 'default_timeout interval DEFAULT NULL::interval, grace interval DEFAULT NULL::interval, paying_window interval DEFAULT NULL::interval, precheck text DEFAULT NULL::text, late_payment text DEFAULT NULL::text, webhooks boolean DEFAULT NULL::boolean, remind_before interval DEFAULT NULL::interval', 'ordertimeout.settings'),
+    ('confirm_payment', 'order_id text, payment_id text, amount numeric DEFAULT NULL::numeric', 'text'),
+    ('create_order', 'order_id text, items jsonb, timeout interval DEFAULT NULL::interval, options jsonb DEFAULT ''{}''::jsonb', 'ordertimeout.order_state'),
+    ('extend_deadline', 'order_id text, by interval', 'ordertimeout.order_state'),
+    ('fail_payment', 'order_id text, payment_id text', 'text'),
+    ('next_due', '', 'timestamp with time zone'),
+    ('open_conflicts', 'max integer DEFAULT 1000', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone)'),
+    ('order_events', 'order_id text', 'TABLE(event_id bigint, from_status text, to_status text, cause text, actor text, lateness interval, at timestamp with time zone, detail jsonb)'),
+    ('order_info', 'order_id text', 'ordertimeout.order_state'),
+    ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
+    ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
+    ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
+    ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
+    ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
+    ('resolve_conflict', 'conflict_id bigint, resolution text', 'text'),
+    ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')
+    $$,
+    'the API functions, their arguments and results are exactly the documented ones');
+
+SELECT * FROM finish();
+ROLLBACK;
