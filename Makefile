@@ -68,6 +68,21 @@ soak-model: ## Run the randomized model test for MODEL_DURATION (default 2m) on 
 	$(WITHPG) $(GO) test -count=1 -timeout 0 -v -run '^TestModel$$' ./tests/model \
 		-model.duration $(MODEL_DURATION) -model.orders $(MODEL_ORDERS) $(if $(MODEL_SEED),-model.seed $(MODEL_SEED))
 
+# The soak run: SOAK_DURATION of orders at SOAK_RATE per second against two
+# sidecars on a private PostgreSQL cluster that it restarts, with a random
+# fault every few seconds (kill -9 of a sidecar, pg_terminate_backend,
+# PostgreSQL restart fast/immediate, gateway down/slow). SOAK_FLAGS go to the
+# program (bin/ordertimeout-soak --help lists them), e.g. SOAK_FLAGS='--seed 42'
+# to replay a run. It prints progress and a report, and exits 1 on a violation.
+SOAK_DURATION ?= 10m
+SOAK_RATE ?= 1000
+
+.PHONY: soak
+soak: build ## Run SOAK_DURATION (default 10m) at SOAK_RATE orders/s (default 1000) with random faults; fails on a violation
+	tests/bin/ensure-deps
+	$(GO) build -o bin/ordertimeout-soak ./tests/soak
+	bin/ordertimeout-soak --bin bin/ordertimeout --duration $(SOAK_DURATION) --rate $(SOAK_RATE) $(SOAK_FLAGS)
+
 # The fuzzers of tests/fuzz, one after the other (go test fuzzes one target at
 # a time); a failing input lands in tests/fuzz/testdata/fuzz/. Every input
 # costs database round trips, so minimizing is bounded by executions, not by

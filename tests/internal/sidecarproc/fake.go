@@ -1,0 +1,127 @@
+package sidecarproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Behaviours of the fake gateway (see `ordertimeout fakegateway --help`).
+const (
+	Instant = "instant" // paid at once; the callback confirms at once
+	Late    = "late"    // paid after DelayMS; then the callback confirms
+	Silent  = "silent"  // paid at once; no callback
+	Decline = "decline" // failed; the callback fails the payment
+	Down    = "down"    // answers 503
+	Slow    = "slow"    // answers after DelayMS
+	Normal  = "normal"  // the whole gateway behaves
+)
+
+// Behaviour is the body of the fake's POST /_fake/orders/{order_id} and POST
+// /_fake/gateway.
+type Behaviour struct {
+	Behaviour string `json:"behaviour"`
+	DelayMS   int    `json:"delay_ms,omitempty"`
+	PaymentID string `json:"payment_id,omitempty"`
+	Amount    string `json:"amount,omitempty"`
+}
+
+// FakeStats are the fake's counters (GET /_fake/stats).
+type FakeStats struct {
+	Queries        int `json:"queries"`
+	Closes         int `json:"closes"`
+	Refunds        int `json:"refunds"`
+	RefundRequests int `json:"refund_requests"`
+	Callbacks      int `json:"callbacks"`
+	CallbackErrors int `json:"callback_errors"`
+}
+
+// Fake is a running `ordertimeout fakegateway` process.
+type Fake struct {
+	*Process
+	// URL is the gateway's base URL, for the sidecars' --gateway-url.
+	URL    string
+	client *http.Client
+}
+
+// StartFake starts the fake gateway on a free port of 127.0.0.1, calling
+// payment callbacks into databaseURL (empty: no callbacks), with extra flags
+// (e.g. "--log-level", "warn"), and returns once it answers.
+func StartFake(ctx context.Context, bin, databaseURL string, out io.Writer, flags ...string) (*Fake, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"fakegateway", "--listen", addr, "--database-url", databaseURL}, flags...)
+	if out == nil {
+		out = io.Discard
+	}
+	p, err := Start("fake gateway", bin, args, nil, out)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fake{Process: p, URL: "http://" + addr, client: &http.Client{Timeout: 30 * time.Second}}
+	if err := p.waitHTTP(ctx, f.URL+"/_fake/stats"); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return f, nil
+}
+
+// SetOrder sets how the fake treats an order; with a PaymentID the buyer
+// pays now. An instant or decline callback has finished when it returns.
+func (f *Fake) SetOrder(ctx context.Context, orderID string, b Behaviour) error {
+	return f.post(ctx, "/_fake/orders/"+url.PathEscape(orderID), b)
+}
+
+// SetGateway sets how the whole gateway answers: Normal, Down, or Slow
+// (answers after delay).
+func (f *Fake) SetGateway(ctx context.Context, behaviour string, delay time.Duration) error {
+	return f.post(ctx, "/_fake/gateway", Behaviour{Behaviour: behaviour, DelayMS: int(delay.Milliseconds())})
+}
+
+// Stats returns the fake's counters.
+func (f *Fake) Stats(ctx context.Context) (FakeStats, error) {
+	var st FakeStats
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL+"/_fake/stats", nil)
+	if err != nil {
+		return st, fmt.Errorf("fake gateway stats: %w", err)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("fake gateway stats: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("fake gateway stats: decode: %w", err)
+	}
+	return st, nil
+}
+
+func (f *Fake) post(ctx context.Context, path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("fake gateway %s: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL+path, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("fake gateway %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fake gateway %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("fake gateway %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}

@@ -1,0 +1,145 @@
+package sidecarproc
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Application names of a sidecar's connections in pg_stat_activity (from
+// package sidecar, which tests/ cannot import): its pool's connections are
+// named after the sidecar, its two LISTEN connections are not.
+const (
+	WakeListenerName     = "ordertimeout-listen-wake"
+	ConflictListenerName = "ordertimeout-listen-conflicts"
+)
+
+// PoolApplicationName is the application_name of the pool connections of
+// the sidecar named name.
+func PoolApplicationName(name string) string {
+	n := "ordertimeout sidecar:" + name
+	if len(n) > 63 {
+		n = n[:63]
+	}
+	return n
+}
+
+// SidecarConfig says how to run one sidecar.
+type SidecarConfig struct {
+	Bin         string   // the ordertimeout binary; required
+	DatabaseURL string   // required
+	GatewayURL  string   // required
+	Name        string   // --name; required
+	Flags       []string // more flags of `ordertimeout run`
+	Env         []string // more environment ("K=V")
+	Output      io.Writer
+}
+
+// Sidecar is a running `ordertimeout run` process. Its HTTP server listens on
+// a free port of 127.0.0.1.
+type Sidecar struct {
+	*Process
+	Config   SidecarConfig
+	HTTPAddr string
+}
+
+// StartSidecar starts a sidecar and returns once its /readyz answers 200
+// (River runs and the database answers).
+func StartSidecar(ctx context.Context, cfg SidecarConfig) (*Sidecar, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"run",
+		"--database-url", cfg.DatabaseURL,
+		"--gateway-url", cfg.GatewayURL,
+		"--name", cfg.Name,
+		"--http", addr,
+	}, cfg.Flags...)
+	out := cfg.Output
+	if out == nil {
+		out = io.Discard
+	}
+	p, err := Start("sidecar "+cfg.Name, cfg.Bin, args, cfg.Env, out)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sidecar{Process: p, Config: cfg, HTTPAddr: addr}
+	if err := p.waitHTTP(ctx, "http://"+addr+"/readyz"); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Metrics are the samples of a /metrics page by series:
+// `name{label="value",...}` (labels as the page writes them) or `name`.
+type Metrics map[string]float64
+
+// Sum adds the samples of metric name whose series contains every one of
+// the label matchers (e.g. `result="unavailable"`).
+func (m Metrics) Sum(name string, labels ...string) float64 {
+	var sum float64
+	for series, v := range m {
+		base, rest, _ := strings.Cut(series, "{")
+		if base != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Metrics reads the sidecar's /metrics.
+func (s *Sidecar) Metrics(ctx context.Context) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics of %s: HTTP %d", s.Name, resp.StatusCode)
+	}
+	m := Metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
+	}
+	return m, nil
+}
