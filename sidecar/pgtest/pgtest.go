@@ -139,9 +139,19 @@ func createTemplate(base string) error {
 	}
 	templateName = name // from here on Main drops it
 
-	config, err := pgx.ParseConfig(withDatabase(base, name))
+	if err := Migrate(withDatabase(base, name)); err != nil {
+		return fmt.Errorf("template database: %w", err)
+	}
+	return nil
+}
+
+// Migrate runs every migration of migrations.FS on the database at url with
+// golang-migrate, and closes every connection it opened (a template database
+// must have none). Tests that run their own server use it too.
+func Migrate(url string) error {
+	config, err := pgx.ParseConfig(url)
 	if err != nil {
-		return fmt.Errorf("parse DATABASE_URL: %w", err)
+		return fmt.Errorf("parse database URL: %w", err)
 	}
 	db := stdlib.OpenDB(*config)
 	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
@@ -161,10 +171,10 @@ func createTemplate(base string) error {
 		return fmt.Errorf("create migrator: %w", err)
 	}
 	upErr := m.Up()
-	// Close also closes db: no connection may stay on a template.
+	// Close also closes db.
 	sourceErr, dbErr := m.Close()
 	if upErr != nil && !errors.Is(upErr, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate template database: %w", upErr)
+		return fmt.Errorf("migrate: %w", upErr)
 	}
 	if err := errors.Join(sourceErr, dbErr); err != nil {
 		return fmt.Errorf("close migrator: %w", err)

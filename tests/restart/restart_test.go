@@ -20,7 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/tests/internal/dbstate"
+	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
 )
 
 // stockTotal is the one SKU's stock: more than the test can sell.
@@ -166,12 +168,15 @@ func (l *load) sweep(ctx context.Context, pool *pgxpool.Pool) {
 // acknowledged payment stuck, no order was cancelled or released twice, and
 // the invariants hold.
 func TestRestartUnderLoad(t *testing.T) {
-	srv := startServer(t)
+	if testing.Short() {
+		t.Skip("restarts PostgreSQL: not in -short mode")
+	}
+	srv := pgcluster.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, migrateUp(srv.URL))
+	require.NoError(t, pgtest.Migrate(srv.URL()))
 
-	config, err := pgxpool.ParseConfig(srv.URL)
+	config, err := pgxpool.ParseConfig(srv.URL())
 	require.NoError(t, err)
 	config.MaxConns = 8
 	config.HealthCheckPeriod = 200 * time.Millisecond
@@ -211,11 +216,11 @@ SELECT ordertimeout.put_stock('R', `+fmt.Sprint(stockTotal)+`);`)
 		}
 	}
 	progress("before the restarts")
-	for _, mode := range []string{"fast", "immediate"} {
+	for _, mode := range []pgcluster.Mode{pgcluster.Fast, pgcluster.Immediate} {
 		start := time.Now()
-		require.NoError(t, srv.restart(ctx, mode))
+		require.NoError(t, srv.Restart(ctx, mode))
 		t.Logf("restart -m %s took %v", mode, time.Since(start).Round(time.Millisecond))
-		progress("after restart -m " + mode)
+		progress("after restart -m " + string(mode))
 	}
 	progress("carrying on")
 	stopLoad()
