@@ -9,9 +9,8 @@ package migrations
 
 import "embed"
 
-// FS holds every migration file, for golang-migrate's iofs source:
-//
-//	src, err := iofs.New(migrations.FS, ".")
+// FS holds every migration file, for golang-migrate's iofs source (New and
+// Up in this package use it).
 //
 //go:embed *.sql
 var FS embed.FS

@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -29,12 +28,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4"
-	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 )
@@ -139,45 +134,8 @@ func createTemplate(base string) error {
 	}
 	templateName = name // from here on Main drops it
 
-	if err := Migrate(withDatabase(base, name)); err != nil {
+	if err := migrations.Up(withDatabase(base, name)); err != nil {
 		return fmt.Errorf("template database: %w", err)
-	}
-	return nil
-}
-
-// Migrate runs every migration of migrations.FS on the database at url with
-// golang-migrate, and closes every connection it opened (a template database
-// must have none). Tests that run their own server use it too.
-func Migrate(url string) error {
-	config, err := pgx.ParseConfig(url)
-	if err != nil {
-		return fmt.Errorf("parse database URL: %w", err)
-	}
-	db := stdlib.OpenDB(*config)
-	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
-	if err != nil {
-		db.Close()
-		return fmt.Errorf("open migration driver: %w", err)
-	}
-	source, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		driver.Close()
-		return fmt.Errorf("open migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
-	if err != nil {
-		source.Close()
-		driver.Close()
-		return fmt.Errorf("create migrator: %w", err)
-	}
-	upErr := m.Up()
-	// Close also closes db.
-	sourceErr, dbErr := m.Close()
-	if upErr != nil && !errors.Is(upErr, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate: %w", upErr)
-	}
-	if err := errors.Join(sourceErr, dbErr); err != nil {
-		return fmt.Errorf("close migrator: %w", err)
 	}
 	return nil
 }

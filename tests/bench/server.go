@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -12,12 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4"
-	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 )
@@ -166,35 +161,8 @@ func (s *server) dropAll() {
 
 // migrate runs every migration of migrations.FS on database name.
 func (s *server) migrate(name string) error {
-	config, err := pgx.ParseConfig(s.urlFor(name))
-	if err != nil {
-		return fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	db := stdlib.OpenDB(*config)
-	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
-	if err != nil {
-		db.Close()
-		return fmt.Errorf("open migration driver: %w", err)
-	}
-	source, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		driver.Close()
-		return fmt.Errorf("open migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
-	if err != nil {
-		source.Close()
-		driver.Close()
-		return fmt.Errorf("create migrator: %w", err)
-	}
-	upErr := m.Up()
-	// Close also closes db: a template must keep no connection.
-	sourceErr, dbErr := m.Close()
-	if upErr != nil && !errors.Is(upErr, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate %s: %w", name, upErr)
-	}
-	if err := errors.Join(sourceErr, dbErr); err != nil {
-		return fmt.Errorf("close migrator: %w", err)
+	if err := migrations.Up(s.urlFor(name)); err != nil {
+		return fmt.Errorf("database %s: %w", name, err)
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/migrations"
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
-	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/tests/internal/dbstate"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
 )
@@ -174,7 +174,7 @@ func TestRestartUnderLoad(t *testing.T) {
 	srv := pgcluster.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, pgtest.Migrate(srv.URL()))
+	require.NoError(t, migrations.Up(srv.URL()))
 
 	config, err := pgxpool.ParseConfig(srv.URL())
 	require.NoError(t, err)

@@ -7,10 +7,6 @@ import (
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
-	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 )
@@ -24,26 +20,9 @@ type Migrator struct {
 // Open connects to the database at databaseURL (a postgres:// URL or a
 // keyword/value string).
 func Open(databaseURL string, logger *slog.Logger) (*Migrator, error) {
-	config, err := pgx.ParseConfig(databaseURL)
+	m, err := migrations.New(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
-	}
-	db := stdlib.OpenDB(*config)
-	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open migration driver: %w", err)
-	}
-	source, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		driver.Close()
-		return nil, fmt.Errorf("open embedded migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
-	if err != nil {
-		source.Close()
-		driver.Close()
-		return nil, fmt.Errorf("create migrator: %w", err)
+		return nil, err
 	}
 	if logger != nil {
 		m.Log = logAdapter{logger}
