@@ -27,6 +27,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.cancel_checked(text, integer),
     ordertimeout.next_due(),
     ordertimeout.plan_sleep(interval),
+    ordertimeout.rescue_stuck_jobs(interval, integer),
     ordertimeout.resolve_conflict(bigint, text),
     ordertimeout.open_conflicts(integer),
     ordertimeout.close_cancelled(interval, integer)

@@ -12,7 +12,7 @@ import (
 
 // kill -9 of the sidecar while its gateway checks are in flight: the checks'
 // River jobs are left "running" with nobody working them. A sidecar started
-// with a short --rescue-after rescues them, asks the gateway again and
+// with a short --rescue-after rescues them (by the database's clock), asks the gateway again and
 // finishes each order correctly: the one paid at the gateway ends PAID and
 // is never cancelled, the unpaid one is cancelled exactly once, the PAYING
 // one whose payment went through ends PAID.
@@ -73,7 +73,8 @@ func TestKillDuringGatewayCall(t *testing.T) {
 	e.waitStatus("k-paying", "PAID", 30*time.Second)
 	t.Logf("the restarted sidecar finished the checks %s after it started", time.Since(start).Round(time.Second))
 
-	// Each check was rescued (an error recorded by River's rescuer), then
+	// Each check was rescued by the database's clock (an error recorded by
+	// ordertimeout.rescue_stuck_jobs), then
 	// completed (River records the completion shortly after the work);
 	// none was discarded.
 	eventually(t, 10*time.Second, "the rescued checks to complete", func() bool {

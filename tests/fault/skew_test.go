@@ -149,9 +149,7 @@ func (e *env) sidecarClock(s *sidecar) time.Duration {
 // clock_timestamp(), both read from the database in one query, and their
 // difference is slept with the monotonic clock.
 //
-// Work River schedules is another matter: River computes a snoozed or
-// retried job's next run from the client's wall clock (see
-// TestClockSkewRiverSchedule).
+// Work River schedules is covered by TestClockSkewRiverSchedule.
 func TestClockSkew(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -202,30 +200,30 @@ func TestClockSkew(t *testing.T) {
 	}
 }
 
-// strictSkewEnv, set to 1, runs TestClockSkewRiverSchedule, which fails
-// until the sidecar schedules River's snoozes and retries by the database's
-// clock.
-const strictSkewEnv = "ORDERTIMEOUT_TEST_STRICT_SKEW"
-
 // A gateway check snoozed while the gateway is down must come back about a
 // second later by the database's clock, whatever the sidecar's clock says;
-// and a check that has run for 40 s must not be rescued as stuck while
-// --rescue-after is 2 minutes. River computes a snoozed (or retried) job's
-// scheduled_at, and the rescuer its "stuck since" horizon, from the client's
-// wall clock: with the sidecar 10 minutes fast the check comes back 10
-// minutes late (the order stays PENDING, overdue, for 10 minutes) and a
-// running check is rescued and run a second time; with the sidecar 10
-// minutes slow the snooze is over before it starts (no backoff: the check
-// asks the down gateway again and again). Known issue: skipped unless
-// ORDERTIMEOUT_TEST_STRICT_SKEW=1; the 0s cases pass, the skewed ones fail.
+// and a job whose sidecar died must be handed back --rescue-after after it
+// started by the database's clock, never while it is still being worked.
+//
+// River computes a snoozed or retried job's next run from its time
+// generator, and its rescuer's "stuck since" horizon from the host's wall
+// clock. Left alone, a sidecar 10 minutes fast would bring a snoozed check
+// back 10 minutes late (the order overdue all that time) and rescue every
+// running check at once (a second worker asking the gateway while the first
+// still waits); 10 minutes slow, a snooze would be over before it started (a
+// tight loop against a down gateway) and a dead sidecar's checks would wait
+// 10 minutes for rescue. The sidecar gives River the database's time
+// (package dbclock) and rescues its jobs by the database's clock (package
+// rescue); this test proves each of these cases does not happen.
 func TestClockSkewRiverSchedule(t *testing.T) {
 	t.Parallel()
-	if os.Getenv(strictSkewEnv) != "1" {
-		t.Skipf("known issue: River schedules snoozes and retries by the sidecar's wall clock; set %s=1 to run", strictSkewEnv)
+	if testing.Short() {
+		t.Skip("builds the sidecar with a patched time package: not in -short mode")
 	}
 	bin := skewedBinary(t)
-	for _, skew := range []time.Duration{0, 10 * time.Minute, -10 * time.Minute} {
-		t.Run(skew.String(), func(t *testing.T) {
+	skews := []time.Duration{0, 10 * time.Minute, -10 * time.Minute}
+	for _, skew := range skews {
+		t.Run("snooze/"+skew.String(), func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t)
 			ctx := t.Context()
@@ -241,7 +239,8 @@ func TestClockSkewRiverSchedule(t *testing.T) {
 			var ahead float64
 			require.NoError(t, e.db.QueryRow(ctx, `SELECT extract(epoch FROM scheduled_at - clock_timestamp())
 			   FROM river_job WHERE kind = 'ordertimeout_precancel_check'`).Scan(&ahead))
-			// Snoozes of 1, 2, 4 s... make about 3 in 6 s.
+			// An observation window, not a synchronization: snoozes of 1, 2,
+			// 4 s... make about 3 in 6 s; a tight loop would make dozens.
 			time.Sleep(6 * time.Second)
 			snoozes := e.count(`SELECT (metadata->>'snoozes')::int FROM river_job WHERE kind = 'ordertimeout_precancel_check'`)
 			t.Logf("after the first snooze the check was due in %.1fs; 6 s later it had snoozed %d times", ahead, snoozes)
@@ -253,26 +252,46 @@ func TestClockSkewRiverSchedule(t *testing.T) {
 			e.waitStatus("checked", "CANCELLED", 30*time.Second)
 		})
 	}
-	// River's rescuer takes jobs running since before now - --rescue-after
-	// (2 minutes by default) by the sidecar's wall clock: 10 minutes fast,
-	// it rescues a check that has run for a few seconds, and the check runs
-	// twice at once. The rescuer runs when the sidecar becomes leader and
-	// then every 30 s.
-	for _, skew := range []time.Duration{0, 10 * time.Minute} {
+	for _, skew := range skews {
 		t.Run("rescue/"+skew.String(), func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t)
 			ctx := t.Context()
+			environ := []string{skewEnv + "=" + skew.String()}
+			const rescueAfter = 20 * time.Second
+			flags := []string{"--gateway-timeout", "90s", "--job-timeout", rescueAfter.String(), "--rescue-after", rescueAfter.String()}
 			e.createOrder("slow", 300*time.Millisecond, `{"precheck": "always"}`)
 			require.NoError(t, e.fake.SetOrder(ctx, "slow", sidecarproc.Behaviour{Behaviour: sidecarproc.Slow, DelayMS: 60_000}))
-			e.startSidecarBin(bin, "skew", []string{skewEnv + "=" + skew.String()}, "--gateway-timeout", "90s")
-			eventually(t, 30*time.Second, "the check running", func() bool {
-				return e.count(`SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'`) == 1
-			})
-			time.Sleep(40 * time.Second)
-			rescued := e.count(`SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check'
-			                     AND errors[1]->>'error' LIKE 'Stuck job rescued%'`)
-			require.Zero(t, rescued, "a check running for 40 s must not be rescued (--rescue-after is 2 minutes)")
+			first := e.startSidecarBin(bin, "skew1", environ, flags...)
+			t.Logf("the sidecar's wall clock is %s off the database's", e.sidecarClock(first).Round(time.Second))
+			running := `SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'`
+			eventually(t, 30*time.Second, "the check running", func() bool { return e.count(running) == 1 })
+			var attemptedAt time.Time
+			require.NoError(t, e.db.QueryRow(ctx, `SELECT attempted_at FROM river_job
+			   WHERE kind = 'ordertimeout_precancel_check'`).Scan(&attemptedAt))
+
+			// An observation window: the leader's River rescuer runs at once
+			// and the database-clock rescue every 5 s; a check still being
+			// worked must not be taken from its worker.
+			time.Sleep(rescueAfter / 2)
+			require.EqualValues(t, 1, e.count(running), "a check running for half of --rescue-after is not rescued")
+			require.Zero(t, e.count(`SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check'
+			   AND errors IS NOT NULL`), "nothing recorded on the running check")
+
+			// Its sidecar dies; another (as skewed) must rescue it by the
+			// database's clock, rescueAfter after it started.
+			require.NoError(t, first.Kill())
+			require.NoError(t, e.fake.SetOrder(ctx, "slow", sidecarproc.Behaviour{Behaviour: sidecarproc.Instant}))
+			e.startSidecarBin(bin, "skew2", environ, flags...)
+			e.waitStatus("slow", "CANCELLED", 60*time.Second)
+			var rescuedAfter float64
+			require.NoError(t, e.db.QueryRow(ctx, `SELECT extract(epoch FROM (errors[1]->>'at')::timestamptz - $1)
+			   FROM river_job WHERE kind = 'ordertimeout_precancel_check'
+			    AND errors[1]->>'error' LIKE 'Stuck job rescued%'`, attemptedAt).Scan(&rescuedAfter))
+			t.Logf("the dead sidecar's check was rescued %.1fs after it started (--rescue-after %s)", rescuedAfter, rescueAfter)
+			require.GreaterOrEqual(t, rescuedAfter, rescueAfter.Seconds(), "not rescued before --rescue-after")
+			require.Less(t, rescuedAfter, rescueAfter.Seconds()+20, "rescued soon after --rescue-after, by the database's clock")
+			e.check(0, outcome.Expect{Created: []string{"slow"}, Cancelled: []string{"slow"}})
 		})
 	}
 }

@@ -49,7 +49,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.FetchCooldown, "fetch-cooldown", sidecar.DefaultFetchCooldown, "River: least time between two fetches of queue ordertimeout")
 	f.Duration(&cfg.FetchPollInterval, "fetch-poll-interval", sidecar.DefaultFetchPollInterval, "River: how often queue ordertimeout is polled (the database inserts jobs without notifying)")
 	f.Duration(&cfg.JobTimeout, "job-timeout", sidecar.DefaultJobTimeout, "River: longest a job may run")
-	f.Duration(&cfg.RescueAfter, "rescue-after", sidecar.DefaultRescueAfter, "River: a job still running this long (its sidecar died) is retried; at least --job-timeout")
+	f.Duration(&cfg.RescueAfter, "rescue-after", sidecar.DefaultRescueAfter, "a River job still running this long by the database's clock (its sidecar died) is handed back; at least --job-timeout")
 	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
 	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/); \"-\" disables it")
 	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only")

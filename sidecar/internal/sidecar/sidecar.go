@@ -18,9 +18,11 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/dbclock"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
@@ -64,6 +66,12 @@ const (
 	DefaultConflictRescan  = 5 * time.Minute
 )
 
+// riverRescueBackstop is added to RescueAfter for River's own stuck-job
+// rescuer, which reads this host's wall clock: a host clock up to this much
+// fast cannot make it take a running job for stuck. The rescue that counts
+// runs by the database's clock (package rescue).
+const riverRescueBackstop = time.Hour
+
 // Config configures a Sidecar. DatabaseURL and GatewayURL are required;
 // every zero field means its default.
 type Config struct {
@@ -92,8 +100,11 @@ type Config struct {
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
 	JobTimeout        time.Duration
-	RescueAfter       time.Duration
-	ConflictRescan    time.Duration
+	// RescueAfter is how long, by the database's clock, a job may run
+	// before it is taken for stuck (its sidecar died) and handed back. At
+	// least JobTimeout.
+	RescueAfter    time.Duration
+	ConflictRescan time.Duration
 
 	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
 	// server.DefaultAddr.
@@ -125,6 +136,8 @@ type Sidecar struct {
 	river   *river.Client[pgx.Tx]
 	sweeper *sweep.Sweeper
 	listen  *listener.Listener
+	clock   *dbclock.Clock
+	rescuer *rescue.Rescuer
 	poller  *metrics.DBPoller
 	reg     *metrics.Registry
 	http    *server.Server
@@ -158,6 +171,12 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	cfg.JobTimeout = cmpOr(cfg.JobTimeout, DefaultJobTimeout)
 	cfg.RescueAfter = cmpOr(cfg.RescueAfter, DefaultRescueAfter)
 	cfg.ConflictRescan = cmpOr(cfg.ConflictRescan, DefaultConflictRescan)
+	if cfg.RescueAfter < cfg.JobTimeout {
+		return nil, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
+	}
+	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
+		return nil, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -180,7 +199,7 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}}
+	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}, clock: &dbclock.Clock{}}
 	if err := s.build(); err != nil {
 		pool.Close()
 		return nil, err
@@ -221,6 +240,7 @@ func (s *Sidecar) build() error {
 		WebhookURL:    cfg.WebhookURL,
 		WebhookSecret: cfg.WebhookSecret,
 		WebhookClient: &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
+		Now:           s.clock.Now,
 		Logger:        logger,
 		Outcome: func(kind, outcome string) {
 			jobOutcomes.Inc(kind, outcome)
@@ -235,14 +255,21 @@ func (s *Sidecar) build() error {
 
 	// Only queue "ordertimeout". Never add queue "ordertimeout_expire": its
 	// rows are timers that only ordertimeout.sweep_due may claim.
+	//
+	// River takes the time of a snoozed or retried job's next run, and of
+	// the promotion of scheduled jobs, from its time generator: the
+	// database's clock (package dbclock), so a host clock minutes off does
+	// not stretch or void a snooze. River's interface for this lives in its
+	// test config but is meant for production use (rivertype.TimeGenerator).
 	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
 		Logger:               logger.With("component", "river"),
 		Queues:               map[string]river.QueueConfig{worker.Queue: {MaxWorkers: cfg.MaxWorkers}},
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
-		RescueStuckJobsAfter: cfg.RescueAfter,
+		RescueStuckJobsAfter: cfg.RescueAfter + riverRescueBackstop,
 		Workers:              workers,
+		Test:                 river.TestConfig{Time: s.clock},
 	})
 	if err != nil {
 		return fmt.Errorf("create River client: %w", err)
@@ -288,6 +315,18 @@ func (s *Sidecar) build() error {
 			reg.NewCounterFunc(m.name, m.help, func() float64 { return float64(m.f(sw.Stats())) })
 		}
 	}
+
+	s.rescuer = &rescue.Rescuer{
+		Pool:   s.pool,
+		After:  cfg.RescueAfter,
+		Logger: logger.With("component", "rescue"),
+	}
+	reg.NewCounterFunc("ordertimeout_jobs_rescued_total",
+		"Jobs of queue ordertimeout this sidecar handed back after they ran longer than --rescue-after by the database's clock (their worker died).",
+		func() float64 { return float64(s.rescuer.Rescued()) })
+	reg.NewGaugeFunc("ordertimeout_clock_offset_seconds",
+		"How far the database's clock is ahead of this host's (negative: behind). The sidecar follows the database's; alert above a few seconds, as the host's clock needs fixing.",
+		func() float64 { o, _ := s.clock.Offset(); return o.Seconds() })
 
 	s.listen = &listener.Listener{
 		Connect:        connect(ConflictListenerName),
@@ -375,6 +414,15 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		s.httpAddr = addr
 	}
 
+	// River schedules by the database's clock: measure it before River
+	// starts. If the database does not answer yet, the host's clock is used
+	// until the clock's loop below measures it.
+	if offset, err := s.clock.Measure(ctx, s.pool); err != nil {
+		logger.Warn("could not read the database's clock yet; using this host's until it answers", "error", err)
+	} else if offset.Abs() > dbclock.WarnAbove {
+		logger.Warn("this host's clock is off the database's; the sidecar follows the database's", "offset", offset.Round(time.Millisecond))
+	}
+
 	// River runs on its own context: it is stopped explicitly below, with a
 	// timeout, after the sweep has stopped.
 	riverCtx, cancelRiver := context.WithCancel(context.WithoutCancel(ctx))
@@ -390,7 +438,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	ctx, stopParts := context.WithCancel(ctx)
 	defer stopParts()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 6)
 	run := func(f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -404,6 +452,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		run(s.sweeper.Run)
 	}
 	run(s.listen.Listen)
+	run(s.rescuer.Run)
+	run(func(ctx context.Context) error {
+		s.clock.Run(ctx, s.pool, dbclock.DefaultInterval, logger.With("component", "clock"))
+		return nil
+	})
 	run(func(ctx context.Context) error { s.poller.Run(ctx); return nil })
 	if s.http != nil {
 		if err := s.ui.Start(ctx); err != nil {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -516,6 +518,12 @@ func TestHTTPServer(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Contains(t, body, "# TYPE ordertimeout_sweep_cancelled_total counter\nordertimeout_sweep_cancelled_total 1\n")
 	require.Contains(t, body, "ordertimeout_db_sweep{stat=\"open_conflicts\"} 0")
+	m := regexp.MustCompile(`(?m)^ordertimeout_clock_offset_seconds (\S+)$`).FindStringSubmatch(body)
+	require.NotNil(t, m, "the clock offset is exported")
+	offset, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.InDelta(t, 0, offset, 0.5, "host and database share a clock here")
+	require.Contains(t, body, "# TYPE ordertimeout_jobs_rescued_total counter\nordertimeout_jobs_rescued_total 0\n")
 	code, _ = get("/riverui/", "", "")
 	require.Equal(t, 401, code)
 	code, body = get("/riverui/", "admin", "pw")
@@ -528,4 +536,15 @@ func TestHTTPServer(t *testing.T) {
 		_, body := get("/metrics", "", "")
 		return strings.Contains(body, `ordertimeout_db_cancel_lag_seconds_count{cause="timeout"} 1`), nil
 	})
+}
+
+func TestNewRefusesRescueBeforeJobTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+	cfg.JobTimeout, cfg.RescueAfter = time.Minute, 30*time.Second
+	_, err := sidecar.New(t.Context(), cfg)
+	require.ErrorContains(t, err, "rescue-after (30s) must be at least job-timeout (1m0s)")
+	cfg.JobTimeout, cfg.RescueAfter = 100*time.Millisecond, 500*time.Millisecond
+	_, err = sidecar.New(t.Context(), cfg)
+	require.ErrorContains(t, err, "rescue-after must be between 1s and 24h")
 }

@@ -91,7 +91,7 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 			ID:       fmt.Sprintf("reminder_%s_%s_%d", a.Reminder, a.OrderID, a.Version),
 			Type:     "order." + a.Reminder,
 			OrderID:  a.OrderID,
-			At:       time.Now().UTC(),
+			At:       w.now().UTC(),
 			Version:  a.Version,
 			ExpireAt: &expire,
 		}
@@ -143,7 +143,7 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Ordertimeout-Event-Id", id)
 	if w.WebhookSecret != "" {
-		req.Header.Set(webhook.SignatureHeader, webhook.Sign(w.WebhookSecret, body, time.Now()))
+		req.Header.Set(webhook.SignatureHeader, webhook.Sign(w.WebhookSecret, body, w.now()))
 	}
 	resp, err := w.WebhookClient.Do(req)
 	if err != nil {

@@ -53,6 +53,10 @@ type Deps struct {
 	// Logger logs what the workers decide. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
+	// Now, if set, is the database's time (package dbclock), used for the
+	// times the workers stamp on webhooks. If nil, the host's clock.
+	Now func() time.Time
+
 	// Outcome, if set, is called with a job's kind and what it ended in
 	// ("paid", "cancelled", "refunded", "snoozed", ...), for metrics.
 	Outcome func(kind, outcome string)
@@ -81,6 +85,13 @@ func Register(workers *river.Workers, d *Deps) error {
 		}
 	}
 	return nil
+}
+
+func (d *Deps) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
 func (d *Deps) outcome(kind, outcome string) {

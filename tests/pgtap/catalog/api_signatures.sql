@@ -35,6 +35,7 @@ SELECT results_eq(
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
     ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
     ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
+    ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
     ('resolve_conflict', 'conflict_id bigint, resolution text', 'text'),
     ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')
     $$,

@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(20);
+SELECT plan(21);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SET LOCAL ROLE ordertimeout_app;
@@ -30,6 +30,7 @@ SELECT throws_ok($$SELECT * FROM ordertimeout.sweep_stats$$, '42501', NULL, 'can
 SELECT throws_ok($$SELECT ordertimeout.put_stock('A', 1000)$$, '42501', NULL, 'cannot put_stock');
 SELECT throws_ok($$SELECT ordertimeout.configure(grace => interval '0')$$, '42501', NULL, 'cannot configure');
 SELECT throws_ok($$SELECT * FROM ordertimeout.sweep_due()$$, '42501', NULL, 'cannot sweep_due');
+SELECT throws_ok($$SELECT * FROM ordertimeout.rescue_stuck_jobs(interval '1 minute')$$, '42501', NULL, 'cannot rescue_stuck_jobs');
 SELECT throws_ok($$SELECT ordertimeout.resolve_conflict(1, 'refund')$$, '42501', NULL, 'cannot resolve_conflict');
 SELECT throws_ok($$SELECT * FROM ordertimeout._cancel_orders(ARRAY['o1'], NULL, ARRAY['requested'], NULL, false)$$,
     '42501', NULL, 'cannot call the private _cancel_orders');

@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(15);
+SELECT plan(16);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SET LOCAL ROLE ordertimeout_sidecar;
@@ -14,6 +14,7 @@ SELECT lives_ok($$SELECT * FROM ordertimeout.sweep_due()$$, 'can sweep_due');
 SELECT lives_ok($$SELECT ordertimeout.cancel_due()$$, 'can cancel_due');
 SELECT lives_ok($$SELECT * FROM ordertimeout.preview_due()$$, 'can preview_due');
 SELECT lives_ok($$SELECT ordertimeout.plan_sleep(interval '1 second')$$, 'can plan_sleep');
+SELECT lives_ok($$SELECT * FROM ordertimeout.rescue_stuck_jobs(interval '1 minute')$$, 'can rescue_stuck_jobs');
 SELECT lives_ok($$SELECT ordertimeout.cancel_checked('o1', 1)$$, 'can cancel_checked');
 SELECT lives_ok($$SELECT ordertimeout.close_cancelled(interval '0')$$, 'can close_cancelled');
 SELECT lives_ok($$SELECT * FROM ordertimeout.sweep_stats$$, 'can SELECT sweep_stats');
