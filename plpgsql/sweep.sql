@@ -4,7 +4,7 @@
 -- plan_cache_mode = force_custom_plan holds for the nested helpers too: a
 -- batch of a thousand orders always gets a plan made for its arrays, while
 -- single-order callers of the same helpers (cancel_order, cancel_checked)
--- keep cached plans.
+-- run with generic plans (see create_order.sql).
 CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
 RETURNS TABLE (
     claimed         integer,
@@ -282,6 +282,7 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -118,7 +118,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.steadyRate, "steady-rate", 1000, "steady: orders created per second")
 	fs.DurationVar(&cfg.steadyDuration, "steady-duration", 30*time.Second, "steady: how long the producer runs")
 	fs.DurationVar(&cfg.steadyTimeout, "steady-timeout", 3*time.Second, "steady: timeout of every order")
-	fs.IntVar(&cfg.steadyConns, "steady-conns", 8, "steady: connections of the producer (and as many for payments)")
+	fs.IntVar(&cfg.steadyConns, "steady-conns", 4, "steady: connections of the producer (and as many for payments); sized to the machine like an application's pool: backends beyond the cores only queue for CPU and for the hot stock rows")
 	fs.Float64Var(&cfg.steadyPaid, "steady-paid", 0.5, "steady: fraction of orders that get a payment")
 	fs.DurationVar(&cfg.steadySettle, "steady-settle", 3*time.Second, "steady: how long to wait after the last deadline before stopping the sidecar")
 	fs.DurationVar(&cfg.maxOverdue, "max-overdue", time.Second, "invariant 4: how long a PENDING order may stay past cancel_at while a canceller runs (the sweep interval)")

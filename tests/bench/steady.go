@@ -27,6 +27,7 @@ type steadyResult struct {
 	Skipped         string           `json:"skipped,omitempty"`
 	Run             int              `json:"run"`
 	Rate            int              `json:"rate"`
+	Conns           int              `json:"conns"`
 	DurationS       float64          `json:"duration_s"`
 	TimeoutS        float64          `json:"timeout_s"`
 	PaidFraction    float64          `json:"paid_fraction"`
@@ -72,7 +73,7 @@ func (b *bench) runSteady(ctx context.Context) error {
 		}
 		res.Run = run
 		b.out.emit(res)
-		label := fmt.Sprintf("steady, %d orders/s, %s timeout, %s", b.cfg.steadyRate, b.cfg.steadyTimeout, b.cfg.steadyDuration)
+		label := fmt.Sprintf("steady, %d orders/s, %s timeout, %s, %d conns", b.cfg.steadyRate, b.cfg.steadyTimeout, b.cfg.steadyDuration, b.cfg.steadyConns)
 		b.out.add(
 			row{label, "created/s achieved", num(res.CreatedPerS), "1", "≈ " + num(float64(b.cfg.steadyRate)), atLeast(res.CreatedPerS, 0.95*float64(b.cfg.steadyRate))},
 			row{label, "cancel lag p50 / p90 / p99 / max (ms)", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f",
@@ -118,6 +119,7 @@ func (b *bench) steadyOnce(ctx context.Context, bin string) (steadyResult, []lag
 	res := steadyResult{
 		Scenario:     "steady",
 		Rate:         cfg.steadyRate,
+		Conns:        cfg.steadyConns,
 		DurationS:    cfg.steadyDuration.Seconds(),
 		TimeoutS:     cfg.steadyTimeout.Seconds(),
 		PaidFraction: cfg.steadyPaid,

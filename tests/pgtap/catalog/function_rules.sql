@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(13);
+SELECT plan(14);
 
 CREATE TEMP VIEW fn AS
 SELECT p.oid,
@@ -55,6 +55,22 @@ SELECT is_empty(
        WHERE proname NOT LIKE '\_%'
          AND proname !~ '^[a-z]+(_[a-z]+)*$'$$,
     'API function names are lowercase verb_object words');
+SELECT results_eq(
+    $$SELECT proname::text COLLATE "default", c COLLATE "default"
+        FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
+       WHERE p.pronamespace = 'ordertimeout'::regnamespace
+         AND c LIKE 'plan_cache_mode=%'
+       ORDER BY 1$$,
+    $$VALUES ('begin_payment', 'plan_cache_mode=force_generic_plan'),
+             ('cancel_checked', 'plan_cache_mode=force_generic_plan'),
+             ('cancel_order', 'plan_cache_mode=force_generic_plan'),
+             ('confirm_payment', 'plan_cache_mode=force_generic_plan'),
+             ('create_order', 'plan_cache_mode=force_generic_plan'),
+             ('extend_deadline', 'plan_cache_mode=force_generic_plan'),
+             ('fail_payment', 'plan_cache_mode=force_generic_plan'),
+             ('resolve_conflict', 'plan_cache_mode=force_generic_plan'),
+             ('sweep_due', 'plan_cache_mode=force_custom_plan')$$,
+    'single-order functions plan generically, the batch sweep per call (see create_order.sql)');
 
 -- The rules are not vacuous: a careless new function breaks them.
 CREATE FUNCTION ordertimeout.careless() RETURNS integer LANGUAGE sql AS 'SELECT 1';
