@@ -69,6 +69,7 @@ type config struct {
 	steadyDuration time.Duration
 	steadyTimeout  time.Duration
 	steadyConns    int
+	steadyRuns     int
 	steadyPaid     float64
 	steadySettle   time.Duration
 	maxOverdue     time.Duration
@@ -100,7 +101,7 @@ func parseFlags(args []string) (*config, error) {
 	}
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run, in this order")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs of create and drain (and of each drain session count); medians are reported")
-	fs.IntVar(&cfg.longRuns, "long-runs", 1, "runs of the long scenarios: steady, race, backlog and the drain baselines")
+	fs.IntVar(&cfg.longRuns, "long-runs", 1, "runs of the long scenarios: race, backlog and the drain baselines (steady: --steady-runs)")
 	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the random order contents and payment times")
 	fs.IntVar(&cfg.batch, "batch", 1000, "max argument of sweep_due: orders cancelled per transaction")
 	fs.IntVar(&cfg.drainOrders, "drain-orders", 100000, "due orders in the drain and backlog data set")
@@ -118,6 +119,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.steadyRate, "steady-rate", 1000, "steady: orders created per second")
 	fs.DurationVar(&cfg.steadyDuration, "steady-duration", 30*time.Second, "steady: how long the producer runs")
 	fs.DurationVar(&cfg.steadyTimeout, "steady-timeout", 3*time.Second, "steady: timeout of every order")
+	fs.IntVar(&cfg.steadyRuns, "steady-runs", 3, "steady: runs; the summary shows the median of each figure")
 	fs.IntVar(&cfg.steadyConns, "steady-conns", 4, "steady: connections of the producer (and as many for payments); sized to the machine like an application's pool: backends beyond the cores only queue for CPU and for the hot stock rows")
 	fs.Float64Var(&cfg.steadyPaid, "steady-paid", 0.5, "steady: fraction of orders that get a payment")
 	fs.DurationVar(&cfg.steadySettle, "steady-settle", 3*time.Second, "steady: how long to wait after the last deadline before stopping the sidecar")
@@ -149,6 +151,7 @@ func parseFlags(args []string) (*config, error) {
 			"steady-rate":     "200",
 			"steady-duration": "8s",
 			"steady-conns":    "4",
+			"steady-runs":     "1",
 			"race-orders":     "300",
 		}
 		for name, value := range quick {
@@ -182,7 +185,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("--batch must be between 1 and 100000")
 	case cfg.drainOrders < 1 || cfg.raceOrders < 1:
 		return nil, errors.New("--drain-orders and --race-orders must be at least 1")
-	case cfg.createClients < 1 || cfg.loadClients < 1 || cfg.pgbenchClients < 1 || cfg.steadyConns < 1 || cfg.naiveWorkers < 1:
+	case cfg.createClients < 1 || cfg.loadClients < 1 || cfg.pgbenchClients < 1 || cfg.steadyConns < 1 || cfg.steadyRuns < 1 || cfg.naiveWorkers < 1:
 		return nil, errors.New("client, connection and worker counts must be at least 1")
 	case cfg.steadyRate < 1 || cfg.steadyPaid < 0 || cfg.steadyPaid > 1:
 		return nil, errors.New("--steady-rate must be at least 1 and --steady-paid between 0 and 1")

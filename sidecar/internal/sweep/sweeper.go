@@ -31,7 +31,11 @@ const (
 	// minSleep is the shortest sleep. plan_sleep can name a moment already
 	// past when due rows exist that another session holds (SKIP LOCKED
 	// passed them over); the pause keeps this sweeper from spinning on them.
-	minSleep = 10 * time.Millisecond
+	// At a high rate of expiries a timeout is due every millisecond, so this
+	// pause is part of every sweep cycle and of the cancel lag: 3 ms instead
+	// of 10 took the steady benchmark's lag p50 from about 17 to 10 ms at
+	// 1,000 orders/s, and its p99 from 15 to 6 ms at 200 orders/s.
+	minSleep = 3 * time.Millisecond
 
 	// errorPause is how long the loop waits after a failed sweep.
 	errorPause = time.Second
