@@ -233,3 +233,42 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")
 	require.ErrorContains(t, realMain(ctx, []string{"run"}), "ORDERTIMEOUT_SWEEP_BATCH")
 }
+
+// migrate down N rolls back exactly N migrations and up brings them back;
+// down --all leaves nothing of ordertimeout or River.
+func TestMigrateDownAndUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	exists := func(name string) bool {
+		var ok bool
+		require.NoError(t, db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok))
+		return ok
+	}
+	version := func() int {
+		var v int
+		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
+		return v
+	}
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, 9, version())
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "1", "--database-url", url}))
+	require.Equal(t, 8, version())
+	require.False(t, exists("ordertimeout.orders"), "down 1 removes ordertimeout")
+	require.True(t, exists("public.river_job"), "and keeps River's tables")
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, 9, version())
+	require.True(t, exists("ordertimeout.orders"))
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "after-up", time.Hour, "")
+
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", "0", "--database-url", url}), "not a positive number")
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "--all", "--database-url", url}))
+	require.False(t, exists("ordertimeout.orders"))
+	require.False(t, exists("public.river_job"), "down --all removes River's tables too")
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, 9, version())
+}
