@@ -1165,8 +1165,6 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
-
     WITH logged AS (
         INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at, detail)
         SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
@@ -1189,6 +1187,11 @@ BEGIN
     SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
     FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
     WHERE g.attempted;
+
+    -- Give back stock, coupons and points last: the stock rows of the batch,
+    -- which every create_order of the same SKUs needs, stay locked only from
+    -- here to the commit.
+    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
 
     RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
 END
@@ -1279,12 +1282,39 @@ BEGIN
             USING ERRCODE = 'OT115';
     END IF;
 
-    -- Reserve stock, all or nothing. Rows are locked in sku order.
+    -- The items as arrays sorted by sku: the stock rows are locked in that order.
     SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
            array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
     INTO v_skus, v_qtys
     FROM jsonb_array_elements(v_items) AS e;
 
+    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
+    SELECT create_order.order_id, r.sku, r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
+
+    -- The timeout: a River job row in the same transaction, in a queue no River
+    -- client serves; sweep_due claims it once cancel_at has come.
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
+       AND v_expire - v_settings.remind_before > v_now THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
+            'ordertimeout',
+            v_expire - v_settings.remind_before);
+    END IF;
+
+    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    -- Reserve stock, all or nothing, last: a popular SKU's row stays locked
+    -- only from here to the commit, not while the rest of the order is
+    -- written. Rows are locked in sku order. A failure rolls back everything
+    -- above.
     SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
     INTO v_found, v_short
     FROM (SELECT s.sku, s.available, r.qty
@@ -1315,10 +1345,8 @@ BEGIN
     FROM unnest(v_skus, v_qtys) AS r(sku, qty)
     WHERE s.sku = r.sku;
 
-    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
-    SELECT create_order.order_id, r.sku, r.qty
-    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
-
+    -- Then the coupon and the points: stock, coupon, points is the lock
+    -- order of every function that takes or gives back more than one.
     IF v_coupon IS NOT NULL THEN
         INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at)
         VALUES (create_order.order_id, v_coupon, v_now)
@@ -1345,25 +1373,6 @@ BEGIN
         INSERT INTO ordertimeout.points_holds (order_id, account_id, points, held_at)
         VALUES (create_order.order_id, v_account, v_points, v_now);
     END IF;
-
-    -- The timeout: a River job row in the same transaction, in a queue no River
-    -- client serves; sweep_due claims it once cancel_at has come.
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
-            'ordertimeout_expire', 'available', v_cancel);
-
-    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
-       AND v_expire - v_settings.remind_before > v_now THEN
-        PERFORM ordertimeout._insert_job(
-            'ordertimeout_webhook',
-            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
-            'ordertimeout',
-            v_expire - v_settings.remind_before);
-    END IF;
-
-    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
-    PERFORM ordertimeout._wake_if_sooner(v_cancel);
 
     RETURN ordertimeout._order_state(create_order.order_id, true);
 END
@@ -1600,11 +1609,12 @@ BEGIN
         SET status = 'confirmed',
             amount = coalesce(excluded.amount, p.amount),
             confirmed_at = excluded.confirmed_at;
-        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
         PERFORM ordertimeout._drop_timer(v_timer);
         PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
             jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
             webhook => true);
+        -- Last, so that the stock rows stay locked only until the commit.
+        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
         RETURN 'paid';
     END IF;
 
@@ -2067,13 +2077,14 @@ BEGIN
     FROM checking AS c;
     GET DIAGNOSTICS v_checks = ROW_COUNT;
 
-    -- 5. Cancel and release the rest, set-based.
+    -- 5. Every claimed timer row has done its work or can no longer act.
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
+
+    -- 6. Cancel and release the rest, set-based. Last, because releasing
+    -- locks the batch's stock rows until the commit.
     SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
     INTO v_cancelled, v_caught
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
-
-    -- 6. Every claimed timer row has done its work or can no longer act.
-    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
 
     RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
                         v_timers + v_lost - v_cancelled - v_checks;

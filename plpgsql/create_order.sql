@@ -79,12 +79,39 @@ BEGIN
             USING ERRCODE = 'OT115';
     END IF;
 
-    -- Reserve stock, all or nothing. Rows are locked in sku order.
+    -- The items as arrays sorted by sku: the stock rows are locked in that order.
     SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
            array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
     INTO v_skus, v_qtys
     FROM jsonb_array_elements(v_items) AS e;
 
+    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
+    SELECT create_order.order_id, r.sku, r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
+
+    -- The timeout: a River job row in the same transaction, in a queue no River
+    -- client serves; sweep_due claims it once cancel_at has come.
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
+       AND v_expire - v_settings.remind_before > v_now THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
+            'ordertimeout',
+            v_expire - v_settings.remind_before);
+    END IF;
+
+    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    -- Reserve stock, all or nothing, last: a popular SKU's row stays locked
+    -- only from here to the commit, not while the rest of the order is
+    -- written. Rows are locked in sku order. A failure rolls back everything
+    -- above.
     SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
     INTO v_found, v_short
     FROM (SELECT s.sku, s.available, r.qty
@@ -115,10 +142,8 @@ BEGIN
     FROM unnest(v_skus, v_qtys) AS r(sku, qty)
     WHERE s.sku = r.sku;
 
-    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
-    SELECT create_order.order_id, r.sku, r.qty
-    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
-
+    -- Then the coupon and the points: stock, coupon, points is the lock
+    -- order of every function that takes or gives back more than one.
     IF v_coupon IS NOT NULL THEN
         INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at)
         VALUES (create_order.order_id, v_coupon, v_now)
@@ -145,25 +170,6 @@ BEGIN
         INSERT INTO ordertimeout.points_holds (order_id, account_id, points, held_at)
         VALUES (create_order.order_id, v_account, v_points, v_now);
     END IF;
-
-    -- The timeout: a River job row in the same transaction, in a queue no River
-    -- client serves; sweep_due claims it once cancel_at has come.
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
-            'ordertimeout_expire', 'available', v_cancel);
-
-    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
-       AND v_expire - v_settings.remind_before > v_now THEN
-        PERFORM ordertimeout._insert_job(
-            'ordertimeout_webhook',
-            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
-            'ordertimeout',
-            v_expire - v_settings.remind_before);
-    END IF;
-
-    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
-    PERFORM ordertimeout._wake_if_sooner(v_cancel);
 
     RETURN ordertimeout._order_state(create_order.order_id, true);
 END

@@ -222,11 +222,12 @@ BEGIN
         SET status = 'confirmed',
             amount = coalesce(excluded.amount, p.amount),
             confirmed_at = excluded.confirmed_at;
-        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
         PERFORM ordertimeout._drop_timer(v_timer);
         PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
             jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
             webhook => true);
+        -- Last, so that the stock rows stay locked only until the commit.
+        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
         RETURN 'paid';
     END IF;
 

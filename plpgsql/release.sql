@@ -287,8 +287,6 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
-
     WITH logged AS (
         INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at, detail)
         SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
@@ -311,6 +309,11 @@ BEGIN
     SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
     FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
     WHERE g.attempted;
+
+    -- Give back stock, coupons and points last: the stock rows of the batch,
+    -- which every create_order of the same SKUs needs, stay locked only from
+    -- here to the commit.
+    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
 
     RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
 END

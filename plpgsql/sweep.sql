@@ -177,13 +177,14 @@ BEGIN
     FROM checking AS c;
     GET DIAGNOSTICS v_checks = ROW_COUNT;
 
-    -- 5. Cancel and release the rest, set-based.
+    -- 5. Every claimed timer row has done its work or can no longer act.
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
+
+    -- 6. Cancel and release the rest, set-based. Last, because releasing
+    -- locks the batch's stock rows until the commit.
     SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
     INTO v_cancelled, v_caught
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
-
-    -- 6. Every claimed timer row has done its work or can no longer act.
-    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
 
     RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
                         v_timers + v_lost - v_cancelled - v_checks;
