@@ -81,10 +81,12 @@ func (c *Clock) Measure(ctx context.Context, db Querier) (time.Duration, error) 
 	return offset, nil
 }
 
-// Run measures every interval (DefaultInterval if zero) until ctx is done.
-// It logs the offset when it first measures it, when it moves by more than a
-// second, and warns while it is over WarnAbove. Failures are logged and
-// retried at the next interval; the last offset stays in use.
+// Run measures every interval (DefaultInterval if zero) until ctx is done;
+// if the clock was measured already (before River started), the first
+// measurement waits for the first interval. It logs the offset at its start,
+// when it moves by more than a second, and warns while it is over WarnAbove.
+// Failures are logged and retried at the next interval; the last offset
+// stays in use.
 func (c *Clock) Run(ctx context.Context, db Querier, interval time.Duration, logger *slog.Logger) {
 	if interval <= 0 {
 		interval = DefaultInterval
@@ -92,25 +94,40 @@ func (c *Clock) Run(ctx context.Context, db Querier, interval time.Duration, log
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logged, hasLogged := time.Duration(0), false
+	var logged time.Duration
+	hasLogged := false
+	report := func(offset time.Duration) {
+		if hasLogged && (offset-logged).Abs() <= time.Second {
+			return
+		}
+		logged, hasLogged = offset, true
+		level := slog.LevelInfo
+		if offset.Abs() > WarnAbove {
+			level = slog.LevelWarn
+		}
+		logger.Log(ctx, level, "the database's clock is the one followed; offset from this host's",
+			"offset", offset.Round(time.Millisecond), "uncertainty", c.Uncertainty().Round(time.Microsecond))
+	}
+	measure := true
+	if offset, measured := c.Offset(); measured {
+		report(offset)
+		measure = false
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		offset, err := c.Measure(ctx, db)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return
-		case err != nil:
-			logger.Warn("measure the database's clock", "error", err)
-		case !hasLogged || (offset-logged).Abs() > time.Second:
-			logged, hasLogged = offset, true
-			level := slog.LevelInfo
-			if offset.Abs() > WarnAbove {
-				level = slog.LevelWarn
+		if measure {
+			offset, err := c.Measure(ctx, db)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err != nil:
+				logger.Warn("measure the database's clock", "error", err)
+			default:
+				report(offset)
 			}
-			logger.Log(ctx, level, "the database's clock is the one followed; offset from this host's",
-				"offset", offset.Round(time.Millisecond), "uncertainty", c.Uncertainty().Round(time.Microsecond))
 		}
+		measure = true
 		select {
 		case <-ctx.Done():
 			return

@@ -57,8 +57,8 @@ func (r *Rescuer) interval() time.Duration {
 func (r *Rescuer) RescueOnce(ctx context.Context) (Result, error) {
 	var res Result
 	err := r.Pool.QueryRow(ctx,
-		"SELECT retried, discarded, cancelled FROM ordertimeout.rescue_stuck_jobs($1::interval)",
-		fmt.Sprintf("%d milliseconds", r.After.Milliseconds()),
+		"SELECT retried, discarded, cancelled FROM ordertimeout.rescue_stuck_jobs($1 * interval '1 microsecond')",
+		r.After.Microseconds(),
 	).Scan(&res.Retried, &res.Discarded, &res.Cancelled)
 	if err != nil {
 		return Result{}, fmt.Errorf("rescue stuck jobs: %w", err)

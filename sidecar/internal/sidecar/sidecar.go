@@ -416,11 +416,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 
 	// River schedules by the database's clock: measure it before River
 	// starts. If the database does not answer yet, the host's clock is used
-	// until the clock's loop below measures it.
-	if offset, err := s.clock.Measure(ctx, s.pool); err != nil {
+	// until the clock's loop below measures it; the loop logs the offset.
+	if _, err := s.clock.Measure(ctx, s.pool); err != nil {
 		logger.Warn("could not read the database's clock yet; using this host's until it answers", "error", err)
-	} else if offset.Abs() > dbclock.WarnAbove {
-		logger.Warn("this host's clock is off the database's; the sidecar follows the database's", "offset", offset.Round(time.Millisecond))
 	}
 
 	// River runs on its own context: it is stopped explicitly below, with a
