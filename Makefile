@@ -30,7 +30,7 @@ BENCH_RUN = mkdir -p $(BENCH_OUT) && $(GO) build -o bin/ordertimeout-bench ./tes
 	--md-out $(BENCH_OUT)/summary.md
 
 .PHONY: bench
-bench: build ## Run the standard workload (WORKLOAD.md) on a private PostgreSQL; results and plots in .cache/bench
+bench: build ## Run the standard workload (docs/workload.md) on a private PostgreSQL; results and plots in .cache/bench
 	$(BENCH_RUN) $(BENCH_FLAGS)
 
 .PHONY: bench-quick
