@@ -247,6 +247,8 @@ AS $$
 DECLARE
     v_precheck  text;
     v_webhooks  boolean;
+    v_paused_at timestamptz;
+    v_resumed   timestamptz;
     v_actor     text := ordertimeout._actor();
     v_ids       text[];
     v_causes    text[];
@@ -255,7 +257,9 @@ DECLARE
     v_attempted boolean[];
     v_event_ids bigint[];
 BEGIN
-    SELECT s.precheck, s.webhooks INTO v_precheck, v_webhooks FROM ordertimeout.settings AS s;
+    SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
+    INTO v_precheck, v_webhooks, v_paused_at, v_resumed
+    FROM ordertimeout.settings AS s;
 
     WITH cancelled AS (
         UPDATE ordertimeout.orders AS o
@@ -292,8 +296,15 @@ BEGIN
         SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
                CASE WHEN e.cause IN ('timeout', 'sweep') THEN e.at - e.cancel_at END,
                e.at,
-               CASE WHEN _cancel_orders.reason IS NOT NULL
-                    THEN jsonb_build_object('reason', _cancel_orders.reason) END
+               -- A timeout due while cancels were paused says so: its
+               -- lateness includes the pause.
+               nullif(CASE WHEN _cancel_orders.reason IS NOT NULL
+                           THEN jsonb_build_object('reason', _cancel_orders.reason) ELSE '{}' END
+                      || CASE WHEN e.cause IN ('timeout', 'sweep') AND e.cancel_at < v_resumed AND e.cancel_at >= v_paused_at
+                              THEN jsonb_build_object('waited_for_pause', true, 'paused_at', v_paused_at,
+                                                      'resumed_at', v_resumed)
+                              ELSE '{}' END,
+                      '{}')
         FROM unnest(v_ids, v_causes, v_at, v_cancel_at) AS e(order_id, cause, at, cancel_at)
         RETURNING event_id
     )

@@ -45,7 +45,7 @@ TO ordertimeout_sidecar, ordertimeout_admin;
 GRANT EXECUTE ON FUNCTION
     ordertimeout.put_stock(text, bigint),
     ordertimeout.put_points(text, bigint),
-    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval)
+    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean)
 TO ordertimeout_admin;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA ordertimeout TO ordertimeout_admin;

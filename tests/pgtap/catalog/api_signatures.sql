@@ -21,7 +21,7 @@ SELECT results_eq(
     ('cancel_due', 'max integer DEFAULT 1000', 'integer'),
     ('cancel_order', 'order_id text, reason text DEFAULT ''requested''::text', 'boolean'),
     ('close_cancelled', 'older_than interval, max integer DEFAULT 1000', 'integer'),
-    ('configure', 'default_timeout interval DEFAULT NULL::interval, grace interval DEFAULT NULL::interval, paying_window interval DEFAULT NULL::interval, precheck text DEFAULT NULL::text, late_payment text DEFAULT NULL::text, webhooks boolean DEFAULT NULL::boolean, remind_before interval DEFAULT NULL::interval', 'ordertimeout.settings'),
+    ('configure', 'default_timeout interval DEFAULT NULL::interval, grace interval DEFAULT NULL::interval, paying_window interval DEFAULT NULL::interval, precheck text DEFAULT NULL::text, late_payment text DEFAULT NULL::text, webhooks boolean DEFAULT NULL::boolean, remind_before interval DEFAULT NULL::interval, paused boolean DEFAULT NULL::boolean', 'ordertimeout.settings'),
     ('confirm_payment', 'order_id text, payment_id text, amount numeric DEFAULT NULL::numeric, currency text DEFAULT NULL::text', 'text'),
     ('create_order', 'order_id text, items jsonb, timeout interval DEFAULT NULL::interval, options jsonb DEFAULT ''{}''::jsonb', 'ordertimeout.order_state'),
     ('extend_deadline', 'order_id text, by interval', 'ordertimeout.order_state'),
