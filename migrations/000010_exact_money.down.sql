@@ -7,6 +7,9 @@ DROP FUNCTION ordertimeout._discard_malformed_timers(bigint[], timestamptz);
 DROP FUNCTION ordertimeout._check_interval(text, interval, interval, text, boolean);
 DROP FUNCTION ordertimeout._check_amount(text, numeric);
 DROP FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean);
+DROP FUNCTION ordertimeout.begin_payment(text, text, interval, text);
+DROP FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text);
+DROP FUNCTION ordertimeout._payment_method(text, text);
 
 DROP VIEW ordertimeout.sweep_stats;
 CREATE VIEW ordertimeout.sweep_stats AS
@@ -2215,6 +2218,13 @@ ALTER TABLE ordertimeout.payments
 ALTER TABLE ordertimeout.orders
     DROP CONSTRAINT orders_amount_finite,
     ADD CONSTRAINT orders_amount_not_negative CHECK (amount >= 0);
+ALTER TYPE ordertimeout.order_state
+    DROP ATTRIBUTE payment_method,
+    DROP ATTRIBUTE gateway_expire_at;
+ALTER TABLE ordertimeout.orders
+    DROP COLUMN payment_method,
+    DROP COLUMN gateway_expire_at;
+DROP TABLE ordertimeout.payment_methods;
 ALTER TABLE ordertimeout.settings
     DROP CONSTRAINT settings_paused_has_paused_at,
     DROP COLUMN paused,
@@ -2230,3 +2240,5 @@ TO ordertimeout_sidecar, ordertimeout_admin;
 GRANT SELECT ON ordertimeout.sweep_stats TO ordertimeout_sidecar, ordertimeout_admin;
 GRANT EXECUTE ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval)
 TO ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.begin_payment(text, text, interval)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;

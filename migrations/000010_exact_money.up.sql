@@ -72,11 +72,52 @@ ALTER TABLE ordertimeout.settings
     ADD COLUMN resumed_at timestamptz,
     ADD CONSTRAINT settings_paused_has_paused_at CHECK (NOT paused OR paused_at IS NOT NULL);
 
+-- Payment methods: each with its own paying window, because a bank transfer
+-- or a QR code needs another window than a card. Changed with
+-- ordertimeout.put_payment_method().
+
+CREATE TABLE ordertimeout.payment_methods (
+    method        text     NOT NULL,
+    paying_window interval NOT NULL,
+    gateway_close boolean  NOT NULL DEFAULT true,
+    late_payment  text,
+    CONSTRAINT payment_methods_pkey PRIMARY KEY (method),
+    CONSTRAINT payment_methods_name_plain CHECK (method ~ '^[a-z][a-z0-9_]{0,31}$'),
+    CONSTRAINT payment_methods_paying_window_in_range
+        CHECK (paying_window > interval '0' AND paying_window <= interval '30 days'),
+    CONSTRAINT payment_methods_late_payment_known
+        CHECK (late_payment IN ('reinstate', 'refund', 'manual'))
+);
+
+COMMENT ON TABLE ordertimeout.payment_methods IS
+    'named payment methods a shop configures once: the paying window the gateway enforces, whether a cancel closes the payment at the gateway, and a late-payment policy that overrides settings.late_payment';
+COMMENT ON COLUMN ordertimeout.payment_methods.gateway_close IS
+    'false for methods the gateway cannot close (a bank transfer): no close is sent after a cancel';
+COMMENT ON COLUMN ordertimeout.payment_methods.late_payment IS
+    'the policy for money arriving after the cancel for orders paid this way; NULL: settings.late_payment';
+
+INSERT INTO ordertimeout.payment_methods (method, paying_window, gateway_close, late_payment)
+VALUES ('card', interval '15 minutes', true, NULL),
+       ('qr', interval '2 hours', true, NULL),
+       ('bank_transfer', interval '3 days', false, 'refund');
+
+ALTER TABLE ordertimeout.orders
+    ADD COLUMN payment_method text,
+    ADD COLUMN gateway_expire_at timestamptz,
+    ADD CONSTRAINT orders_payment_method_known
+        FOREIGN KEY (payment_method) REFERENCES ordertimeout.payment_methods (method),
+    ADD CONSTRAINT orders_gateway_expiry_before_cancel CHECK (gateway_expire_at <= cancel_at);
+ALTER TYPE ordertimeout.order_state
+    ADD ATTRIBUTE payment_method text,
+    ADD ATTRIBUTE gateway_expire_at timestamptz;
+
 COMMENT ON COLUMN ordertimeout.conflicts.state IS
     'open (waiting for a resolution), refunding (a refund was claimed: only finish_refund can end it), resolved';
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
 COMMENT ON COLUMN ordertimeout.payments.currency IS
     'the payment''s currency as confirmed (the order''s when the caller gave none)';
+COMMENT ON COLUMN ordertimeout.orders.gateway_expire_at IS
+    'the deadline the gateway must enforce for the payment begun last (begin_payment returns it): pass it as the gateway''s expiry; cancel_at is never before it plus grace';
 COMMENT ON COLUMN ordertimeout.settings.paused IS
     'while true nothing is cancelled by a timeout: sweep_due claims nothing, cancel_checked refuses (OT137), gateway closes wait; payments and conflicts go on';
 COMMENT ON COLUMN ordertimeout.settings.paused_at IS 'when the last pause began (kept after the resume: cancels due during it say they waited)';
@@ -87,6 +128,7 @@ COMMENT ON COLUMN ordertimeout.settings.resumed_at IS 'when the last pause ended
 DROP FUNCTION ordertimeout.confirm_payment(text, text, numeric);
 DROP FUNCTION ordertimeout.open_conflicts(integer);
 DROP FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval);
+DROP FUNCTION ordertimeout.begin_payment(text, text, interval);
 
 CREATE OR REPLACE VIEW ordertimeout.sweep_stats AS
 SELECT
@@ -412,11 +454,11 @@ BEGIN
     END IF;
     SELECT k INTO v_key
     FROM jsonb_object_keys(options) AS k
-    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck')
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck', 'method')
     ORDER BY 1
     LIMIT 1;
     IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck)', v_key
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', v_key
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
@@ -450,6 +492,10 @@ BEGIN
                                  OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
         RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
             USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'method' AND jsonb_typeof(options -> 'method') <> 'string' THEN
+        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', options -> 'method'
+            USING ERRCODE = 'OT160';
     END IF;
     IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
                                  OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
@@ -597,7 +643,9 @@ BEGIN
         (SELECT count(*)::integer
            FROM ordertimeout.conflicts AS c
           WHERE c.order_id = o.order_id
-            AND c.resolution IS NULL)
+            AND c.resolution IS NULL),
+        o.payment_method,
+        o.gateway_expire_at
     INTO v_state
     FROM ordertimeout.orders AS o
     WHERE o.order_id = _order_state.order_id;
@@ -620,6 +668,86 @@ BEGIN
     END IF;
 END
 $$;
+
+-- ------------------------------------------------------------------
+-- plpgsql/payment_methods.sql
+-- ------------------------------------------------------------------
+
+-- Returns the payment method named method, or raises OT160 naming field
+-- when there is none.
+CREATE OR REPLACE FUNCTION ordertimeout._payment_method(field text, method text)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, left(_payment_method.method, 64),
+            (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
+            USING ERRCODE = 'OT160';
+    END IF;
+    RETURN v_row;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout.put_payment_method(
+    method        text,
+    paying_window interval,
+    gateway_close boolean DEFAULT true,
+    late_payment  text DEFAULT NULL)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    IF put_payment_method.method IS NULL THEN
+        RAISE EXCEPTION 'method must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.method !~ '^[a-z][a-z0-9_]{0,31}$' THEN
+        RAISE EXCEPTION 'method must be 1 to 32 lower-case letters, digits or _, starting with a letter, got "%"',
+            left(put_payment_method.method, 64)
+            USING ERRCODE = 'OT161';
+    END IF;
+    IF put_payment_method.paying_window IS NULL THEN
+        RAISE EXCEPTION 'paying_window must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    PERFORM ordertimeout._check_interval('paying_window', put_payment_method.paying_window, interval '30 days', 'OT162');
+    IF put_payment_method.gateway_close IS NULL THEN
+        RAISE EXCEPTION 'gateway_close must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund", "manual" or NULL (settings.late_payment), got "%"',
+            left(put_payment_method.late_payment, 32)
+            USING ERRCODE = 'OT163';
+    END IF;
+
+    INSERT INTO ordertimeout.payment_methods AS m (method, paying_window, gateway_close, late_payment)
+    VALUES (put_payment_method.method, put_payment_method.paying_window, put_payment_method.gateway_close,
+            put_payment_method.late_payment)
+    ON CONFLICT ON CONSTRAINT payment_methods_pkey DO UPDATE
+    SET paying_window = excluded.paying_window,
+        gateway_close = excluded.gateway_close,
+        late_payment = excluded.late_payment
+    RETURNING m.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text) IS
+    'creates or changes a payment method: its paying window (at most 30 days), whether a cancel closes the payment at the gateway, and its late-payment policy (NULL: settings.late_payment); safe to repeat';
 
 -- ------------------------------------------------------------------
 -- plpgsql/release.sql
@@ -882,6 +1010,7 @@ DECLARE
     v_at        timestamptz[];
     v_cancel_at timestamptz[];
     v_attempted boolean[];
+    v_methods   text[];
     v_event_ids bigint[];
 BEGIN
     SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
@@ -907,11 +1036,11 @@ BEGIN
                           WHEN 'never' THEN false
                           ELSE o.payment_attempted
                       END)
-        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted
+        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
     )
     SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
-           array_agg(c.cancel_at), array_agg(c.payment_attempted)
-    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted
+           array_agg(c.cancel_at), array_agg(c.payment_attempted), array_agg(c.payment_method)
+    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted, v_methods
     FROM cancelled AS c;
 
     IF v_ids IS NULL THEN
@@ -942,11 +1071,14 @@ BEGIN
     END IF;
 
     -- A buyer who started a payment must not be able to finish it now: close
-    -- the payment at the gateway.
+    -- the payment at the gateway (unless its method has nothing to close: a
+    -- bank transfer).
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
-    FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
-    WHERE g.attempted;
+    FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
+    WHERE g.attempted
+      AND coalesce(m.gateway_close, true);
 
     -- Give back stock, coupons and points last: the stock rows of the batch,
     -- which every create_order of the same SKUs needs, stay locked only from
@@ -1012,6 +1144,9 @@ BEGIN
     v_coupon := v_options ->> 'coupon';
     v_account := v_options ->> 'points_account';
     v_points := (v_options ->> 'points')::bigint;
+    IF v_options ? 'method' THEN
+        PERFORM ordertimeout._payment_method('options.method', v_options ->> 'method');
+    END IF;
     v_request := jsonb_build_object(
         'items', v_items,
         'timeout', extract(epoch FROM create_order.timeout),
@@ -1021,11 +1156,11 @@ BEGIN
     -- order if the content is the same, an error if not.
     INSERT INTO ordertimeout.orders AS o (
         order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
-        amount, currency, coupon_id, points_account, points, request)
+        amount, currency, coupon_id, points_account, points, request, payment_method)
     VALUES (
         create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
         v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
-        v_coupon, v_account, v_points, v_request)
+        v_coupon, v_account, v_points, v_request, v_options ->> 'method')
     ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
     RETURNING o.timer_job_id INTO v_job_id;
 
@@ -1186,10 +1321,18 @@ BEGIN
 END
 $$;
 
+-- The paying window is the call's, else the payment method's (the call's
+-- method, else the order's), else settings.paying_window. The gateway must
+-- enforce gateway_expire_at = now + window: the shop passes that moment to
+-- the gateway as the payment's expiry, so both clocks agree. The payment
+-- check runs at paying_until = gateway_expire_at + grace, and the order's
+-- cancel_at is moved to at least that moment too: ordertimeout never cancels
+-- an order while the gateway may still take its money.
 CREATE OR REPLACE FUNCTION ordertimeout.begin_payment(
     order_id      text,
     payment_id    text,
-    paying_window interval DEFAULT NULL)
+    paying_window interval DEFAULT NULL,
+    method        text DEFAULT NULL)
 RETURNS ordertimeout.order_state
 LANGUAGE plpgsql
 VOLATILE
@@ -1207,14 +1350,20 @@ DECLARE
     v_pay_order   text;
     v_pay_status  text;
     v_until       timestamptz;
+    v_gw_expire   timestamptz;
     v_job_id      bigint;
+    v_method      text;
+    v_grace       interval;
 BEGIN
     PERFORM ordertimeout._check_order_id(begin_payment.order_id);
     PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
     PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
-    v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
+    IF begin_payment.method IS NOT NULL THEN
+        PERFORM ordertimeout._payment_method('method', begin_payment.method);
+    END IF;
 
-    SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
+    SELECT o.status, o.expire_at, o.timer_job_id, coalesce(begin_payment.method, o.payment_method)
+    INTO v_status, v_expire, v_timer, v_method
     FROM ordertimeout.orders AS o
     WHERE o.order_id = begin_payment.order_id
     FOR NO KEY UPDATE;
@@ -1248,8 +1397,14 @@ BEGIN
             USING ERRCODE = 'OT122';
     END IF;
 
+    SELECT coalesce(begin_payment.paying_window, m.paying_window, s.paying_window), s.grace
+    INTO v_window, v_grace
+    FROM ordertimeout.settings AS s
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
+
     -- The payment check at paying_until: the sidecar asks the gateway.
-    v_until := v_now + v_window;
+    v_gw_expire := v_now + v_window;
+    v_until := v_gw_expire + v_grace;
     v_job_id := ordertimeout._insert_job(
         'ordertimeout_payment_check',
         jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
@@ -1259,6 +1414,9 @@ BEGIN
     UPDATE ordertimeout.orders AS o
     SET status = 'PAYING',
         paying_until = greatest(o.paying_until, v_until),
+        gateway_expire_at = greatest(o.gateway_expire_at, v_gw_expire),
+        cancel_at = greatest(o.cancel_at, v_until),
+        payment_method = v_method,
         payment_attempted = true,
         deadline_version = o.deadline_version + 1,
         timer_job_id = v_job_id,
@@ -1278,14 +1436,15 @@ BEGIN
         PERFORM ordertimeout._drop_timer(v_timer);
     END IF;
     PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
-        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until));
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
+                           'gateway_expire_at', v_gw_expire, 'method', v_method));
 
     RETURN ordertimeout._order_state(begin_payment.order_id, false);
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
-    'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval, text) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway, with the paying window of the call, else of the payment method, else of the settings; returns gateway_expire_at, the expiry to give the gateway; refused once the order has expired; the timeout no longer applies while PAYING and never comes before gateway_expire_at + grace';
 
 -- Money is exact: an order with an amount (and currency) is PAID only by a
 -- payment of that amount in that currency. Any other payment is a conflict
@@ -2424,9 +2583,10 @@ RETURNS TABLE (
     payment_id  text,
     kind        text,
     amount      numeric,
-    detected_at timestamptz,
-    currency    text,
-    state       text)
+    detected_at  timestamptz,
+    currency     text,
+    state        text,
+    late_payment text)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -2435,8 +2595,12 @@ AS $$
 BEGIN
     PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
-    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state,
+           coalesce(m.late_payment, s.late_payment)
     FROM ordertimeout.conflicts AS c
+    JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method
+    CROSS JOIN ordertimeout.settings AS s
     WHERE c.resolution IS NULL
     ORDER BY c.detected_at, c.conflict_id
     LIMIT open_conflicts.max;
@@ -2444,7 +2608,7 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
-    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first: what the sidecar reads after every wake-up on channel ordertimeout_conflict';
+    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first, with the late-payment policy that applies (the payment method''s, else the settings''): what the sidecar reads after every wake-up on channel ordertimeout_conflict';
 
 -- ------------------------------------------------------------------
 -- plpgsql/admin.sql
@@ -2619,3 +2783,8 @@ GRANT EXECUTE ON FUNCTION
 TO ordertimeout_sidecar, ordertimeout_admin;
 GRANT EXECUTE ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean)
 TO ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.begin_payment(text, text, interval, text)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text)
+TO ordertimeout_admin;
+GRANT SELECT ON ordertimeout.payment_methods TO ordertimeout_sidecar, ordertimeout_admin;

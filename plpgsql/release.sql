@@ -255,6 +255,7 @@ DECLARE
     v_at        timestamptz[];
     v_cancel_at timestamptz[];
     v_attempted boolean[];
+    v_methods   text[];
     v_event_ids bigint[];
 BEGIN
     SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
@@ -280,11 +281,11 @@ BEGIN
                           WHEN 'never' THEN false
                           ELSE o.payment_attempted
                       END)
-        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted
+        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
     )
     SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
-           array_agg(c.cancel_at), array_agg(c.payment_attempted)
-    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted
+           array_agg(c.cancel_at), array_agg(c.payment_attempted), array_agg(c.payment_method)
+    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted, v_methods
     FROM cancelled AS c;
 
     IF v_ids IS NULL THEN
@@ -315,11 +316,14 @@ BEGIN
     END IF;
 
     -- A buyer who started a payment must not be able to finish it now: close
-    -- the payment at the gateway.
+    -- the payment at the gateway (unless its method has nothing to close: a
+    -- bank transfer).
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
-    FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
-    WHERE g.attempted;
+    FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
+    WHERE g.attempted
+      AND coalesce(m.gateway_close, true);
 
     -- Give back stock, coupons and points last: the stock rows of the batch,
     -- which every create_order of the same SKUs needs, stay locked only from

@@ -16,7 +16,7 @@ SELECT results_eq(
          AND p.proname !~ '^_'
        ORDER BY 1$$,
     $$VALUES
-    ('begin_payment', 'order_id text, payment_id text, paying_window interval DEFAULT NULL::interval', 'ordertimeout.order_state'),
+    ('begin_payment', 'order_id text, payment_id text, paying_window interval DEFAULT NULL::interval, method text DEFAULT NULL::text', 'ordertimeout.order_state'),
     ('cancel_checked', 'order_id text, deadline_version integer', 'boolean'),
     ('cancel_due', 'max integer DEFAULT 1000', 'integer'),
     ('cancel_order', 'order_id text, reason text DEFAULT ''requested''::text', 'boolean'),
@@ -28,12 +28,13 @@ SELECT results_eq(
     ('fail_payment', 'order_id text, payment_id text', 'text'),
     ('finish_refund', 'conflict_id bigint, refund_id text', 'text'),
     ('next_due', '', 'timestamp with time zone'),
-    ('open_conflicts', 'max integer DEFAULT 1000', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone, currency text, state text)'),
+    ('open_conflicts', 'max integer DEFAULT 1000', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone, currency text, state text, late_payment text)'),
     ('order_events', 'order_id text', 'TABLE(event_id bigint, from_status text, to_status text, cause text, actor text, lateness interval, at timestamp with time zone, detail jsonb)'),
     ('order_info', 'order_id text', 'ordertimeout.order_state'),
     ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
     ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
+    ('put_payment_method', 'method text, paying_window interval, gateway_close boolean DEFAULT true, late_payment text DEFAULT NULL::text', 'ordertimeout.payment_methods'),
     ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
     ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
