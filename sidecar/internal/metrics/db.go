@@ -35,7 +35,7 @@ type DBPoller struct {
 
 	watermark   time.Time // cancel_lag rows up to here are counted
 	pauseLogged time.Time // when the last "paused" line was logged
-	lastOK    atomic.Int64
+	lastOK      atomic.Int64
 }
 
 // NewDBPoller registers the ordertimeout_db_* metrics in reg and returns a
