@@ -150,7 +150,7 @@ func decodeAnswer(data []byte, out any) error {
 		}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("malformed JSON answer: %w", err)
+		return fmt.Errorf("answer breaks the contract: %w", err)
 	}
 	return nil
 }

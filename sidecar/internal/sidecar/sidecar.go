@@ -233,6 +233,9 @@ func (s *Sidecar) build() error {
 	conflictsResolved := reg.NewCounter("ordertimeout_conflicts_resolved_total",
 		"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, refunded_after_resolution).",
 		"outcome")
+	badAnswers := reg.NewCounter("ordertimeout_gateway_bad_answers_total",
+		"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
+		"kind")
 	workers := river.NewWorkers()
 	err := worker.Register(workers, &worker.Deps{
 		Pool:          s.pool,
@@ -244,7 +247,10 @@ func (s *Sidecar) build() error {
 		Logger:        logger,
 		Outcome: func(kind, outcome string) {
 			jobOutcomes.Inc(kind, outcome)
-			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" {
+			if outcome == "bad_answer" {
+				badAnswers.Inc(kind)
+			}
+			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" && outcome != "bad_answer" {
 				conflictsResolved.Inc(outcome)
 			}
 		},
