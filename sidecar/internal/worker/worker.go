@@ -47,7 +47,8 @@ type Deps struct {
 	WebhookSecret string
 
 	// WebhookClient sends the webhooks. If nil, a client with a 10 second
-	// timeout is used.
+	// timeout is used. Register makes it follow no redirect: a 3xx is a
+	// failed delivery, and the signed body goes nowhere but WebhookURL.
 	WebhookClient *http.Client
 
 	// Logger logs what the workers decide. If nil, slog.Default() is used.
@@ -70,9 +71,13 @@ func Register(workers *river.Workers, d *Deps) error {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.WebhookClient == nil {
-		d.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
+	if d.WebhookClient != nil {
+		c := *d.WebhookClient
+		client = &c
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	d.WebhookClient = client
 	for _, add := range []func() error{
 		func() error { return river.AddWorkerSafely(workers, &PaymentCheckWorker{Deps: d}) },
 		func() error { return river.AddWorkerSafely(workers, &PrecancelCheckWorker{Deps: d}) },
