@@ -720,3 +720,33 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 	}
 	require.Zero(t, elsewhere.Load())
 }
+
+// Order ids with URL syntax in them reach the gateway as themselves: the
+// precancel check asks about the right order, finds it paid, and the order
+// ends PAID; the gateway close of a cancelled one closes that order.
+func TestOrderIDsWithURLSyntax(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+	paid := []string{"a/b", "a//b/..", "q?x=1", "h#f", "100%", "sp ace", "日本/é", "..x", "close"}
+	for i, id := range paid {
+		sidecartest.CreateOrder(t, e.db, id, 300*time.Millisecond, "")
+		e.pay(t, id, fakegateway.Silent, fmt.Sprintf("P%d", i))
+	}
+	sidecartest.CreateOrder(t, e.db, "c/../x", time.Hour, `{"precheck": "never"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('c/../x', 'PC')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('c/../x', 'PC')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('c/../x')")
+	sidecartest.Start(t, e.config("s1"))
+
+	for i, id := range paid {
+		sidecartest.WaitStatus(t, e.db, id, "PAID", 15*time.Second)
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.order_payments($1) WHERE payment_id = $2 AND status = 'confirmed'", id, fmt.Sprintf("P%d", i)))
+	}
+	sidecartest.Eventually(t, 15*time.Second, "the close of c/../x", func() (bool, error) {
+		return e.fake.Order("c/../x").Closes == 1, nil
+	})
+	require.Zero(t, e.fake.Order("x").Closes)
+	require.Zero(t, e.fake.Order("c").Closes)
+}
