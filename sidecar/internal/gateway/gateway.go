@@ -27,6 +27,11 @@ var ErrUnavailable = errors.New("payment gateway unavailable")
 // payment_id. It says nothing about the money either.
 var ErrBadAnswer = errors.New("payment gateway gave an unusable answer")
 
+// ErrBadRequest marks a request the client refuses to send because it breaks
+// the contract (a refund amount outside the grammar of ParseAmount). Nothing
+// was sent; sending it again will not help until its data changes.
+var ErrBadRequest = errors.New("request to the payment gateway breaks the contract, not sent")
+
 // Status values of an order at the gateway (GET /v1/orders/{order_id}).
 const (
 	StatusPaid    = "paid"
@@ -201,7 +206,7 @@ func (c *Client) Refund(ctx context.Context, req RefundRequest) (Refund, error) 
 		return Refund{}, errors.New("refund: idempotency key is required")
 	}
 	if err := req.Amount.Validate(); err != nil {
-		return Refund{}, fmt.Errorf("refund payment %q of order %q: not sent: %w", req.PaymentID, req.OrderID, err)
+		return Refund{}, fmt.Errorf("refund payment %q of order %q: %v: %w", req.PaymentID, req.OrderID, err, ErrBadRequest)
 	}
 	var r Refund
 	if err := c.do(ctx, "refund", http.MethodPost, "/v1/refunds", req, &r); err != nil {

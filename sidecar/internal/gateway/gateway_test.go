@@ -251,6 +251,7 @@ func TestRefundIsStrict(t *testing.T) {
 		bad := req
 		bad.Amount = amount
 		_, err := c.Refund(ctx, bad)
+		require.ErrorIs(t, err, gateway.ErrBadRequest, string(amount))
 		require.ErrorContains(t, err, "not sent", string(amount))
 	}
 	require.EqualValues(t, 1, calls.Load(), "no refund with a bad amount reached the gateway")

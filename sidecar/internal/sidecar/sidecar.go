@@ -260,7 +260,7 @@ func (s *Sidecar) build() error {
 			if outcome == "bad_answer" {
 				badAnswers.Inc(kind)
 			}
-			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" && outcome != "bad_answer" {
+			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" && outcome != "bad_answer" && outcome != "bad_request" {
 				conflictsResolved.Inc(outcome)
 			}
 		},

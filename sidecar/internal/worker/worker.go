@@ -202,6 +202,15 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 			append(attrs, "snooze", pause, "error", err)...)
 		d.outcome(kind, "bad_answer")
 		return river.JobSnooze(pause)
+	case errors.Is(err, gateway.ErrBadRequest):
+		// Nothing was sent; a person must look (the data in the database
+		// breaks the gateway contract). Asking again later, like a bad
+		// answer, keeps the job without a tight loop.
+		pause := snoozeFor(job.JobRow)
+		d.Logger.Error("request to the gateway not sent: it breaks the contract; asking again later",
+			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "error", err)
+		d.outcome(kind, "bad_request")
+		return river.JobSnooze(pause)
 	case neverDiscard && job.Attempt >= job.MaxAttempts:
 		pause := snoozeFor(job.JobRow)
 		d.Logger.Error("last attempt failed, snoozing instead of discarding", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)
