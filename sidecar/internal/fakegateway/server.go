@@ -219,9 +219,9 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 
 	switch b.Behaviour {
 	case Instant:
-		return s.callback(ctx, orderID, b.PaymentID, b.Amount, true)
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, b.Currency, true)
 	case Decline:
-		return s.callback(ctx, orderID, b.PaymentID, b.Amount, false)
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, b.Currency, false)
 	}
 	return nil
 }
@@ -254,16 +254,16 @@ func (s *Server) completeLate(orderID string) {
 		return
 	}
 	o.status = gateway.StatusPaid
-	paymentID, amount := o.paymentID, o.amount
+	paymentID, amount, currency := o.paymentID, o.amount, o.currency
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
 	defer cancel()
-	_ = s.callback(ctx, orderID, paymentID, amount, true)
+	_ = s.callback(ctx, orderID, paymentID, amount, currency, true)
 }
 
 // callback tells the shop (the database) about a payment, as a shop's
 // callback handler would.
-func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, paid bool) error {
+func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency, paid bool) error {
 	if s.DB == nil {
 		return nil
 	}
@@ -272,8 +272,8 @@ func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount
 		err    error
 	)
 	if paid {
-		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
-			orderID, paymentID, amount.SQL()).Scan(&result)
+		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
+			orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
 	} else {
 		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", orderID, paymentID).Scan(&result)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
@@ -749,4 +750,29 @@ func TestOrderIDsWithURLSyntax(t *testing.T) {
 	})
 	require.Zero(t, e.fake.Order("x").Closes)
 	require.Zero(t, e.fake.Order("c").Closes)
+}
+
+// The gateway's currency reaches confirm_payment: a payment of the order's
+// amount in another currency is a mismatch, never a payment of the order;
+// in its currency, or without one (the order's is taken), it pays it.
+func TestGatewayCurrencyReachesConfirm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+	for id, currency := range map[string]gateway.Currency{"EUR1": "EUR", "USD1": "USD", "NONE1": ""} {
+		sidecartest.CreateOrder(t, e.db, id, 300*time.Millisecond, `{"amount": 10, "currency": "EUR"}`)
+		require.NoError(t, e.fake.Set(bg, id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "P-" + id, Amount: "10.00", Currency: currency}))
+	}
+	sidecartest.Start(t, e.config("s1"))
+
+	sidecartest.WaitStatus(t, e.db, "EUR1", "PAID", 15*time.Second)
+	sidecartest.WaitStatus(t, e.db, "NONE1", "PAID", 15*time.Second)
+	sidecartest.WaitStatus(t, e.db, "USD1", "CANCELLED", 15*time.Second)
+	for id, want := range map[string]string{"EUR1": "EUR", "NONE1": "EUR"} {
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.payments WHERE order_id = $1 AND status = 'confirmed' AND currency = $2 AND amount = 10", id, want))
+	}
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+		"SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'USD1' AND payment_id = 'P-USD1' AND kind = 'amount_mismatch'"))
+	require.Zero(t, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.payments WHERE order_id = 'USD1' AND status = 'confirmed'"))
 }

@@ -144,16 +144,16 @@ func confirmPaid(ctx context.Context, db *pgxpool.Pool, orderID string, st order
 	return confirmPayment(ctx, db, orderID, paymentID, amount, currency)
 }
 
-// confirmPayment calls ordertimeout.confirm_payment: "paid" or "conflict". A
-// payment id or amount the database refuses (SQLSTATE OT121, OT126) came from
-// the gateway's answer, so it is a bad answer too.
+// confirmPayment calls ordertimeout.confirm_payment with the gateway's
+// amount and currency (either may be unknown: the database then takes the
+// order's currency): "paid" or "conflict". A payment id, amount or currency
+// the database refuses (SQLSTATE OT121, OT126, OT128) came from the gateway's
+// answer, so it is a bad answer too.
 func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
 	var result string
-	// TODO(issue 9): pass currency once confirm_payment takes it.
-	_ = currency
-	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
-		orderID, paymentID, amount.SQL()).Scan(&result)
-	if hasCode(err, "OT121") || hasCode(err, "OT126") {
+	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
+		orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
+	if hasCode(err, "OT121") || hasCode(err, "OT126") || hasCode(err, "OT128") {
 		return "", fmt.Errorf("confirm payment %q of order %q: the database refuses the gateway's answer: %w: %w", paymentID, orderID, err, gateway.ErrBadAnswer)
 	}
 	if err != nil {
