@@ -124,11 +124,13 @@ COMMENT ON VIEW ordertimeout.sweep_stats IS
 -- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
 -- inlined and is planned again on every call, PL/pgSQL keeps its plans.
 -- Whether value is text a person can read back as it is: 1 to max_length
--- characters, no control characters (C0, DEL, C1), no Unicode format
--- characters (bidi overrides and isolates, zero-width characters, the byte
--- order mark, soft hyphen), no line or paragraph separators. Identifiers,
--- reasons and actors pass through logs, URLs and consoles: these characters
--- would make them look like something else.
+-- characters, none of Unicode 15's categories Cc (controls: C0, DEL, C1), Cf
+-- (format characters: bidi overrides and isolates, zero-width characters,
+-- the byte order mark, soft hyphen, tag characters), Zl and Zp (line and
+-- paragraph separators). Identifiers, reasons and actors pass through logs,
+-- URLs and consoles: these characters would make them look like something
+-- else. The ranges are written out (the regex classes of PostgreSQL depend on
+-- the locale); tests/fuzz checks them against Go's unicode tables.
 CREATE OR REPLACE FUNCTION ordertimeout._is_plain_text(value text, max_length integer)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -138,7 +140,7 @@ AS $$
 BEGIN
     RETURN value IS NOT NULL
        AND char_length(value) BETWEEN 1 AND max_length
-       AND value !~ '[\u0001-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB]';
+       AND value !~ '[\u0001-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001\U000E0020-\U000E007F]';
 END
 $$;
 

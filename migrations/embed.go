@@ -2,9 +2,10 @@
 // golang-migrate's format: NNNNNN_verb_object.up.sql and .down.sql, numbered
 // 1, 2, 3... Versions 1 to 8 create River's tables (written by
 // sidecar/cmd/genrivermigrations); version 9 creates the ordertimeout schema
-// (written from sql/install.sql by tests/bin/gen-initial-migration). Each file
-// runs as one transaction: never enable multi-statement mode, which splits
-// function bodies.
+// (generated from sql/install.sql by the since retired
+// tests/bin/gen-initial-migration); later versions are written by hand. Each
+// file runs as one transaction: never enable multi-statement mode, which
+// splits function bodies.
 package migrations
 
 import "embed"

@@ -1,8 +1,10 @@
 package migrations
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -43,6 +45,9 @@ func New(databaseURL string) (*migrate.Migrate, error) {
 // and closes every connection it opened (a template database must keep
 // none).
 func Up(databaseURL string) error {
+	if err := Preflight(databaseURL); err != nil {
+		return err
+	}
 	m, err := New(databaseURL)
 	if err != nil {
 		return err
@@ -54,6 +59,57 @@ func Up(databaseURL string) error {
 	}
 	if err := errors.Join(sourceErr, dbErr); err != nil {
 		return fmt.Errorf("close migrator: %w", err)
+	}
+	return nil
+}
+
+// Preflight refuses, before golang-migrate starts, what a migration would
+// refuse halfway: golang-migrate marks the database dirty on any failed
+// migration, even one whose transaction rolled back, and then needs `migrate
+// force`. Today: 000010 refuses NaN, infinite, negative and >= 10^15 amounts,
+// which 000009 accepted.
+func Preflight(databaseURL string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("connect for the migration checks: %w", err)
+	}
+	defer conn.Close(ctx)
+	var installed bool
+	err = conn.QueryRow(ctx, `SELECT to_regclass('public.schema_migrations') IS NOT NULL
+	                             AND to_regclass('ordertimeout.conflicts') IS NOT NULL`).Scan(&installed)
+	if err != nil {
+		return fmt.Errorf("read the migration version: %w", err)
+	}
+	if !installed {
+		return nil
+	}
+	var version *int64
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM public.schema_migrations").Scan(&version); err != nil {
+		return fmt.Errorf("read the migration version: %w", err)
+	}
+	if version == nil || *version >= 10 {
+		return nil
+	}
+	var bad *string
+	err = conn.QueryRow(ctx, `
+		SELECT string_agg(x, ', ')
+		  FROM (SELECT 'order ' || o.order_id AS x FROM ordertimeout.orders AS o
+		         WHERE NOT (o.amount >= 0 AND o.amount < 1000000000000000)
+		        UNION ALL
+		        SELECT 'payment ' || p.payment_id FROM ordertimeout.payments AS p
+		         WHERE NOT (p.amount >= 0 AND p.amount < 1000000000000000)
+		        UNION ALL
+		        SELECT 'conflict ' || c.conflict_id FROM ordertimeout.conflicts AS c
+		         WHERE NOT (c.amount >= 0 AND c.amount < 1000000000000000)
+		        LIMIT 20) AS b`).Scan(&bad)
+	if err != nil {
+		return fmt.Errorf("check amounts before migration 000010: %w", err)
+	}
+	if bad != nil {
+		return fmt.Errorf("migration 000010 refuses amounts that are NaN, infinite, negative or >= 10^15, "+
+			"which earlier versions accepted; fix or delete them first (nothing was migrated): %s", *bad)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package invariant checks the money-safety invariants of ordertimeout
-// (DESIGN.md) against a live database: no order both paid and cancelled,
+// (docs/design.md) against a live database: no order both paid and cancelled,
 // every reservation released exactly once when its order is cancelled, stock,
 // points and coupons conserved, and optionally no PENDING order left past its
 // deadline.
@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Names of the invariants, in the order of DESIGN.md and of Report.Results.
+// Names of the invariants, in the order of docs/design.md and of Report.Results.
 const (
 	// PaidXorCancelled: no order is both paid and cancelled; money confirmed
 	// for an order that cannot take it exists only as a conflict row.

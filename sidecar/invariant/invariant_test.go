@@ -79,6 +79,8 @@ func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	exec(`SELECT ordertimeout.confirm_payment('o-late-refund', 'p-late-refund')`)
 	exec(`SELECT ordertimeout.resolve_conflict(c.conflict_id, 'refund')
 	        FROM ordertimeout.conflicts AS c WHERE c.payment_id = 'p-late-refund'`)
+	exec(`SELECT ordertimeout.finish_refund(c.conflict_id, 'R-late')
+	        FROM ordertimeout.conflicts AS c WHERE c.payment_id = 'p-late-refund'`)
 
 	create("o-reinstated", `[{"sku":"A","qty":2},{"sku":"C","qty":1}]`,
 		`{"coupon":"C-reinstated","points_account":"acct-2","points":20}`)

@@ -15,7 +15,7 @@ type Result struct {
 }
 
 // Report is the outcome of one Check: one Result per invariant checked, in
-// the order of DESIGN.md.
+// the order of docs/design.md.
 type Report struct {
 	Results []Result
 }

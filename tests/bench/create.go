@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// createTarget is WORKLOAD.md's goal for create with 4 clients, in orders/s.
+// createTarget is docs/workload.md's goal for create with 4 clients, in orders/s.
 const createTarget = 2000
 
 // createRun is what one create run measured.

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// drainTarget is WORKLOAD.md's goal for one sweep session: cancellations per
+// drainTarget is docs/workload.md's goal for one sweep session: cancellations per
 // second.
 const drainTarget = 20000
 

@@ -1,4 +1,4 @@
-// Command bench runs the standard workload of WORKLOAD.md against the
+// Command bench runs the standard workload of docs/workload.md against the
 // PostgreSQL server named by DATABASE_URL (a superuser: it creates and drops
 // databases) and reports what it measured.
 //
@@ -93,7 +93,7 @@ func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: DATABASE_URL=postgres://superuser@host/db bench [flags]\n\n"+
-			"Runs the standard workload (WORKLOAD.md): scenarios %s.\n"+
+			"Runs the standard workload (docs/workload.md): scenarios %s.\n"+
 			"Each scenario gets its own freshly migrated database; one JSON line per result goes to stdout,\n"+
 			"then a summary table. Exits non-zero when an invariant is violated.\n\nFlags:\n",
 			strings.Join(allScenarios, ", "))

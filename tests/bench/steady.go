@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// steadyTarget is WORKLOAD.md's goal for the cancel lag p99, in ms.
+// steadyTarget is docs/workload.md's goal for the cancel lag p99, in ms.
 const steadyTarget = 100
 
 // steadyResult is the JSON line of steady.

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The data of WORKLOAD.md: 100 SKUs with 1,000,000,000 available each; every
+// The data of docs/workload.md: 100 SKUs with 1,000,000,000 available each; every
 // order has 2 items of distinct random SKUs, quantity 1 to 3 each.
 const (
 	skuCount     = 100

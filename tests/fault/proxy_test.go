@@ -29,6 +29,13 @@ type gatewayProxy struct {
 	mu      sync.Mutex
 	garbage map[string]string // order id -> body answered with 200 to GET /v1/orders/{id}
 	served  map[string]int    // order id -> garbage answers served
+
+	// holdRefunds, when set, makes POST /v1/refunds reach the fake (the
+	// refund is made) and then withholds the answer until the caller gives
+	// up: the sidecar never learns of the refund. refundMade gets a value
+	// per refund made so.
+	holdRefunds atomic.Bool
+	refundMade  chan struct{}
 }
 
 func newGatewayProxy(t *testing.T, fakeURL string) *gatewayProxy {
@@ -36,10 +43,11 @@ func newGatewayProxy(t *testing.T, fakeURL string) *gatewayProxy {
 	target, err := url.Parse(fakeURL)
 	require.NoError(t, err)
 	p := &gatewayProxy{
-		proxy:   httputil.NewSingleHostReverseProxy(target),
-		arrived: make(chan string, 1000),
-		garbage: map[string]string{},
-		served:  map[string]int{},
+		proxy:      httputil.NewSingleHostReverseProxy(target),
+		arrived:    make(chan string, 1000),
+		garbage:    map[string]string{},
+		served:     map[string]int{},
+		refundMade: make(chan struct{}, 100),
 	}
 	p.proxy.ErrorLog = log.New(io.Discard, "", 0)
 	p.proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
@@ -87,6 +95,19 @@ func (p *gatewayProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if bad && r.Method == http.MethodGet {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, body)
+		return
+	}
+	if r.URL.Path == "/v1/refunds" && p.holdRefunds.Load() {
+		rec := httptest.NewRecorder()
+		p.proxy.ServeHTTP(rec, r)
+		if rec.Code == http.StatusOK {
+			select {
+			case p.refundMade <- struct{}{}:
+			default:
+			}
+		}
+		<-r.Context().Done() // the answer never comes
+		p.aborted.Add(1)
 		return
 	}
 	p.proxy.ServeHTTP(w, r)

@@ -3,7 +3,7 @@
 // resolve and close a few hundred orders whose timeouts fire during the run,
 // a reference model in Go records every answer, and at the end the database
 // must agree with the model and with the money-safety invariants of
-// DESIGN.md.
+// docs/design.md.
 //
 // The test needs DATABASE_URL (run it through tests/bin/withpg). A failure
 // names the seed; `go test ./tests/model -run TestModel -model.seed=N` replays

@@ -29,7 +29,7 @@ var (
 		"fail_payment", "order_events", "order_info", "order_payments",
 	}
 	sidecarFunctions = append(slices.Clone(appFunctions),
-		"cancel_checked", "cancel_due", "close_cancelled", "next_due", "open_conflicts",
+		"cancel_checked", "cancel_due", "close_cancelled", "finish_refund", "next_due", "open_conflicts",
 		"plan_sleep", "preview_due", "rescue_stuck_jobs", "resolve_conflict", "sweep_due")
 	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_points", "put_stock")
 )
@@ -285,6 +285,7 @@ func TestSidecarRole(t *testing.T) {
 		`SELECT * FROM ordertimeout.preview_due(10)`,
 		`SELECT ordertimeout.confirm_payment('sec-1', 'late-1')`,
 		`SELECT ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.open_conflicts(1)), 'refund')`,
+		`SELECT ordertimeout.finish_refund((SELECT conflict_id FROM ordertimeout.open_conflicts(1)), 'R-sec-1')`,
 		`SELECT ordertimeout.close_cancelled(interval '0', 10)`,
 		`SELECT * FROM ordertimeout.sweep_stats`,
 		`SELECT * FROM ordertimeout.order_counts`,

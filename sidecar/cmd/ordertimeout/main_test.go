@@ -251,17 +251,45 @@ func TestMigrateDownAndUp(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
 		return v
 	}
+	hasColumn := func(table, column string) bool {
+		var ok bool
+		require.NoError(t, db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_schema = 'ordertimeout' AND table_name = $1 AND column_name = $2)`, table, column).Scan(&ok))
+		return ok
+	}
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	require.Equal(t, 10, version())
 
+	// 000010 down and up again over data: a late payment recorded under 000009
+	// (no currency, no conflict state) gets both on the way up.
 	require.NoError(t, realMain(ctx, []string{"migrate", "down", "1", "--database-url", url}))
+	require.Equal(t, 9, version())
+	require.False(t, hasColumn("conflicts", "state"), "down 1 undoes 000010")
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "before-10", time.Hour, `{"amount": 5, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('before-10')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('before-10', 'p-before-10', 5)")
+	// 000009 accepted NaN: 000010 refuses to run until a person fixes it.
+	sidecartest.CreateOrder(t, db, "nan-10", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('nan-10', 'p-nan-10', 'NaN')")
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}), "payment p-nan-10")
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.payments SET amount = NULL WHERE payment_id = 'p-nan-10'")
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, 10, version())
+	db.Reset()
+	var state, currency string
+	require.NoError(t, db.QueryRow(ctx, "SELECT state, currency FROM ordertimeout.conflicts WHERE payment_id = 'p-before-10'").Scan(&state, &currency))
+	require.Equal(t, []string{"open", "EUR"}, []string{state, currency})
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "2", "--database-url", url}))
 	require.Equal(t, 8, version())
-	require.False(t, exists("ordertimeout.orders"), "down 1 removes ordertimeout")
+	require.False(t, exists("ordertimeout.orders"), "down 2 removes ordertimeout")
 	require.True(t, exists("public.river_job"), "and keeps River's tables")
 
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	require.Equal(t, 10, version())
 	require.True(t, exists("ordertimeout.orders"))
+	db.Reset() // the pool's prepared statements name the types that down dropped
 	sidecartest.Setup(t, db)
 	sidecartest.CreateOrder(t, db, "after-up", time.Hour, "")
 
@@ -270,5 +298,5 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.False(t, exists("ordertimeout.orders"))
 	require.False(t, exists("public.river_job"), "down --all removes River's tables too")
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	require.Equal(t, 10, version())
 }

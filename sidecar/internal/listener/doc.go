@@ -1,12 +1,16 @@
-// Package listener turns late-payment conflicts into River jobs.
+// Package listener turns unresolved conflicts into River jobs.
 //
-// ordertimeout.confirm_payment on a cancelled (or already paid) order writes a
-// conflict row and sends NOTIFY ordertimeout_conflict '<conflict_id>'. A
-// Listener LISTENs on that channel with pgxlisten and inserts one
-// ordertimeout_resolve_conflict job per notification. NOTIFY is not durable,
-// so after every (re)connect — LISTEN first, then the backlog — it also
-// inserts a job for every row of ordertimeout.open_conflicts(): a notification
-// missed while the connection was down loses nothing. The jobs are unique by
-// their arguments (worker.ResolveConflictArgs), so repeats from notifications,
-// backlogs and other sidecars collapse into one job per conflict.
+// ordertimeout.confirm_payment writes a conflict row for money an order cannot
+// take, and resolve_conflict(id, 'refund') claims one for a refund; both send
+// NOTIFY ordertimeout_conflict with an empty payload. The notification is only
+// a wake-up: any role that can connect can send one, so its payload is never
+// read and never creates work. A Listener LISTENs on that channel with
+// pgxlisten and, for each wake-up (coalesced: a burst of notifications makes
+// one scan), reads the conflicts that need the sidecar from the table and
+// inserts one ordertimeout_resolve_conflict job for each. NOTIFY is not
+// durable, so the same scan runs after every (re)connect — LISTEN first, then
+// the scan — and every Rescan: a notification missed while the connection was
+// down loses nothing. The jobs are unique by their arguments among live jobs
+// (worker.ResolveConflictArgs), so repeats from wake-ups, rescans and other
+// sidecars collapse into one job per conflict.
 package listener

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +17,8 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
 
-// ConflictChannel is the channel confirm_payment notifies with a conflict id.
+// ConflictChannel is the channel confirm_payment and resolve_conflict notify
+// when a conflict needs the sidecar. The payload is ignored.
 const ConflictChannel = "ordertimeout_conflict"
 
 // Defaults of a Listener.
@@ -28,8 +27,8 @@ const (
 	DefaultBacklog        = 10000
 )
 
-// Listener inserts a resolve job for every conflict it hears of. Create it
-// with its fields set, then call Listen.
+// Listener inserts a resolve job for every conflict that needs the sidecar,
+// each time it is woken up. Create it with its fields set, then call Listen.
 type Listener struct {
 	// Connect opens the connection that LISTENs. The Listener closes it.
 	// It is required.
@@ -46,38 +45,45 @@ type Listener struct {
 	// zero, DefaultBacklog is used.
 	Backlog int
 
-	// Rescan, if positive, also reads the backlog every Rescan on Pool,
-	// in case a notification's job could not be inserted while the LISTEN
-	// connection stayed up. It needs Pool.
+	// Rescan, if positive, also reads the backlog every Rescan, in case a
+	// wake-up's jobs could not be inserted while the LISTEN connection stayed
+	// up.
 	Rescan time.Duration
 
-	// Pool reads the backlog for Rescan.
+	// Pool reads the backlog after wake-ups and for Rescan. It is required.
 	Pool *pgxpool.Pool
 
 	// Logger logs errors and backlogs. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
-	notified, backlogged, connects atomic.Int64
+	notified, backlogged, connects, scans atomic.Int64
+
+	// wake asks the scanning goroutine for a scan; capacity 1, so a burst
+	// of notifications makes one scan.
+	wake chan struct{}
 }
 
 // Stats are a Listener's counters.
 type Stats struct {
-	Notifications int64 // NOTIFYs handled
-	Backlog       int64 // jobs inserted (or found present) from backlogs
+	Notifications int64 // NOTIFYs received (wake-ups, coalesced into scans)
+	Backlog       int64 // jobs inserted (or found present) by scans
 	Connects      int64 // LISTENs established
+	Scans         int64 // scans of the conflicts table that succeeded
 }
 
 // Stats returns the listener's counters.
 func (l *Listener) Stats() Stats {
-	return Stats{Notifications: l.notified.Load(), Backlog: l.backlogged.Load(), Connects: l.connects.Load()}
+	return Stats{Notifications: l.notified.Load(), Backlog: l.backlogged.Load(), Connects: l.connects.Load(),
+		Scans: l.scans.Load()}
 }
 
 // Listen listens until ctx is done, reconnecting whenever the connection is
 // lost, and returns nil then.
 func (l *Listener) Listen(ctx context.Context) error {
-	if l.Connect == nil || l.River == nil {
-		return errors.New("listener: Connect and River are required")
+	if l.Connect == nil || l.River == nil || l.Pool == nil {
+		return errors.New("listener: Connect, River and Pool are required")
 	}
+	l.wake = make(chan struct{}, 1)
 	delay := l.ReconnectDelay
 	if delay <= 0 {
 		delay = DefaultReconnectDelay
@@ -93,9 +99,7 @@ func (l *Listener) Listen(ctx context.Context) error {
 	}
 	// Every handler is registered before Listen.
 	pl.Handle(ConflictChannel, handler{l})
-	if l.Rescan > 0 && l.Pool != nil {
-		go l.rescan(ctx)
-	}
+	go l.scanLoop(ctx)
 	err := pl.Listen(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -105,15 +109,13 @@ func (l *Listener) Listen(ctx context.Context) error {
 
 type handler struct{ l *Listener }
 
-// HandleNotification inserts the resolve job for the notified conflict.
-func (h handler) HandleNotification(ctx context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-	id, err := strconv.ParseInt(strings.TrimSpace(n.Payload), 10, 64)
-	if err != nil {
-		return fmt.Errorf("conflict notification payload %q is not a conflict id: %w", n.Payload, err)
-	}
+// HandleNotification asks for a scan. The payload is not read: a
+// notification is only a wake-up, whoever sent it.
+func (h handler) HandleNotification(_ context.Context, _ *pgconn.Notification, _ *pgx.Conn) error {
 	h.l.notified.Add(1)
-	if _, err := h.l.River.Insert(ctx, worker.ResolveConflictArgs{ConflictID: id}, nil); err != nil {
-		return fmt.Errorf("insert resolve job for conflict %d: %w", id, err)
+	select {
+	case h.l.wake <- struct{}{}:
+	default: // a scan is asked for already
 	}
 	return nil
 }
@@ -132,24 +134,33 @@ func (h handler) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) er
 	return nil
 }
 
-// rescan reads the backlog every Rescan until ctx is done.
-func (l *Listener) rescan(ctx context.Context) {
-	t := time.NewTicker(l.Rescan)
-	defer t.Stop()
+// scanLoop scans after each wake-up, and every Rescan if set, until ctx is
+// done.
+func (l *Listener) scanLoop(ctx context.Context) {
+	var tick <-chan time.Time
+	if l.Rescan > 0 {
+		t := time.NewTicker(l.Rescan)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-l.wake:
+		case <-tick:
 		}
 		if _, err := l.queue(ctx, l.Pool); err != nil && ctx.Err() == nil {
-			l.logger().Warn("rescan open conflicts", "error", err)
+			l.logger().Warn("scan conflicts after a wake-up", "error", err)
 		}
 	}
 }
 
-// queue inserts a resolve job for each open conflict (up to Backlog) and
-// returns how many it asked for.
+// queue inserts a resolve job for each conflict that needs the sidecar (up to
+// Backlog) and returns how many it asked for: every conflict claimed for a
+// refund, and the open ones unless the policy leaves them to a person
+// (settings.late_payment manual), which would only make jobs that do
+// nothing.
 func (l *Listener) queue(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }) (int, error) {
@@ -157,7 +168,11 @@ func (l *Listener) queue(ctx context.Context, db interface {
 	if limit <= 0 {
 		limit = DefaultBacklog
 	}
-	rows, err := db.Query(ctx, "SELECT conflict_id FROM ordertimeout.open_conflicts($1)", limit)
+	rows, err := db.Query(ctx, `
+		SELECT c.conflict_id
+		  FROM ordertimeout.open_conflicts($1) AS c
+		 WHERE c.state = 'refunding'
+		    OR (SELECT s.late_payment FROM ordertimeout.settings AS s) <> 'manual'`, limit)
 	if err != nil {
 		return 0, fmt.Errorf("read open conflicts: %w", err)
 	}
@@ -166,6 +181,7 @@ func (l *Listener) queue(ctx context.Context, db interface {
 		return 0, fmt.Errorf("read open conflicts: %w", err)
 	}
 	if len(ids) == 0 {
+		l.scans.Add(1)
 		return 0, nil
 	}
 	params := make([]river.InsertManyParams, len(ids))
@@ -176,6 +192,7 @@ func (l *Listener) queue(ctx context.Context, db interface {
 		return 0, fmt.Errorf("insert resolve jobs for %d open conflicts: %w", len(ids), err)
 	}
 	l.backlogged.Add(int64(len(ids)))
+	l.scans.Add(1)
 	return len(ids), nil
 }
 

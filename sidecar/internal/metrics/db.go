@@ -55,7 +55,7 @@ func NewDBPoller(reg *Registry, pool *pgxpool.Pool, interval, settle time.Durati
 		settle:   settle,
 		logger:   logger,
 		stats: reg.NewGauge("ordertimeout_db_sweep",
-			"Database-wide sweep health from ordertimeout.sweep_stats: due_timers (due timer rows not yet swept), overdue_orders, oldest_overdue_seconds, awaiting_check, paying, caught_by_sweep (timeouts found without their timer row, ever), open_conflicts.",
+			"Database-wide sweep health from ordertimeout.sweep_stats: due_timers (due timer rows not yet swept), overdue_orders, oldest_overdue_seconds, awaiting_check, paying, caught_by_sweep (timeouts found without their timer row, ever), open_conflicts, malformed_timers (timer rows sweep_due set aside as malformed, still in River's table).",
 			"stat"),
 		orders: reg.NewGauge("ordertimeout_db_orders",
 			"Database-wide orders by status, from ordertimeout.order_counts.", "status"),
@@ -106,13 +106,13 @@ func (p *DBPoller) Poll(ctx context.Context) error {
 }
 
 func (p *DBPoller) poll(ctx context.Context) error {
-	var due, overdue, awaiting, paying, caught, conflicts int64
+	var due, overdue, awaiting, paying, caught, conflicts, malformed int64
 	var oldest *float64
 	err := p.pool.QueryRow(ctx, `
 		SELECT due_timers, overdue_orders,
 		       greatest(extract(epoch FROM clock_timestamp() - oldest_pending_cancel_at), 0)::float8,
-		       awaiting_check, paying, caught_by_sweep, open_conflicts
-		  FROM ordertimeout.sweep_stats`).Scan(&due, &overdue, &oldest, &awaiting, &paying, &caught, &conflicts)
+		       awaiting_check, paying, caught_by_sweep, open_conflicts, malformed_timers
+		  FROM ordertimeout.sweep_stats`).Scan(&due, &overdue, &oldest, &awaiting, &paying, &caught, &conflicts, &malformed)
 	if err != nil {
 		return fmt.Errorf("read sweep stats: %w", err)
 	}
@@ -123,6 +123,7 @@ func (p *DBPoller) poll(ctx context.Context) error {
 	p.stats.Set(float64(paying), "paying")
 	p.stats.Set(float64(caught), "caught_by_sweep")
 	p.stats.Set(float64(conflicts), "open_conflicts")
+	p.stats.Set(float64(malformed), "malformed_timers")
 
 	rows, err := p.pool.Query(ctx, "SELECT status, orders FROM ordertimeout.order_counts")
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // Migrator applies the embedded migrations to one database. Close it when
 // done.
 type Migrator struct {
-	m *migrate.Migrate
+	m   *migrate.Migrate
+	url string
 }
 
 // Open connects to the database at databaseURL (a postgres:// URL or a
@@ -27,7 +28,7 @@ func Open(databaseURL string, logger *slog.Logger) (*Migrator, error) {
 	if logger != nil {
 		m.Log = logAdapter{logger}
 	}
-	return &Migrator{m: m}, nil
+	return &Migrator{m: m, url: databaseURL}, nil
 }
 
 // Close closes the source and the database connection.
@@ -39,9 +40,12 @@ func (g *Migrator) Close() error {
 	return nil
 }
 
-// Up applies every migration not yet applied. It reports whether anything
-// changed.
+// Up applies every migration not yet applied, after the checks of
+// migrations.Preflight. It reports whether anything changed.
 func (g *Migrator) Up() (changed bool, err error) {
+	if err := migrations.Preflight(g.url); err != nil {
+		return false, err
+	}
 	err = g.m.Up()
 	if errors.Is(err, migrate.ErrNoChange) {
 		return false, nil

@@ -3,16 +3,18 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 )
 
-// ResolveConflictArgs resolves one late or double payment. The sidecar
-// inserts it (package listener) for every NOTIFY on ordertimeout_conflict and
-// every open conflict found after (re)connecting; InsertOpts makes it unique
-// by its arguments, so there is one job per conflict.
+// ResolveConflictArgs resolves one conflict. The sidecar inserts it (package
+// listener) for every conflict that needs it, after each wake-up on channel
+// ordertimeout_conflict and each (re)connect; InsertOpts makes it unique by
+// its arguments among live jobs, so there is one job per conflict at a time.
 type ResolveConflictArgs struct {
 	ConflictID int64 `json:"conflict_id"`
 }
@@ -20,26 +22,43 @@ type ResolveConflictArgs struct {
 // Kind is "ordertimeout_resolve_conflict".
 func (ResolveConflictArgs) Kind() string { return "ordertimeout_resolve_conflict" }
 
-// InsertOpts puts the job in Queue, unique by its arguments: a second insert
-// for the same conflict while a job for it is pending, running or kept as
-// completed is skipped.
+// InsertOpts puts the job in Queue, unique by its arguments while a job for
+// the same conflict is pending, scheduled, available, running or retryable. A
+// completed job does not count: a conflict left open by the manual policy and
+// later claimed for a refund by a person gets a new job.
 func (ResolveConflictArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{
+		ByArgs: true,
+		ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable,
+			rivertype.JobStatePending,
+			rivertype.JobStateRetryable,
+			rivertype.JobStateRunning,
+			rivertype.JobStateScheduled,
+		},
+	}}
 }
 
 // ResolveConflictWorker resolves a conflict by the policy in
 // settings.late_payment:
 //
 //   - reinstate: resolve_conflict(id, 'reinstate') takes the stock back and
-//     marks the order paid; when that is impossible (SQLSTATE OT132: stock,
-//     coupon or points gone, or a double payment) the payment is refunded;
-//   - refund: the payment is refunded at the gateway (idempotency key: the
-//     payment id), then resolve_conflict(id, 'refund');
+//     marks the order paid; when that is impossible (SQLSTATE OT132: a payment
+//     of another amount or currency, stock, coupon or points gone, or not a
+//     late payment) the payment is refunded;
+//   - refund: the payment is refunded;
 //   - manual: nothing but a log line; the conflict stays open for a person
 //     (see the open conflicts metric).
 //
-// resolve_conflict is exactly-once in the database and the gateway refunds a
-// key at most once, so a job that runs again after a crash does no harm.
+// A refund is claimed in the database first: resolve_conflict(id, 'refund')
+// moves the conflict to state refunding, after which nothing but the refund
+// can end it (a reinstate by anyone is refused with OT134). Then the gateway
+// refunds, with the payment id as idempotency key, and finish_refund records
+// it. A job that fails anywhere after the claim (gateway down, connection
+// lost, kill -9 between the refund and the commit) runs again, finds the
+// conflict refunding and continues the same refund: the gateway refunds a key
+// at most once, finish_refund records once. A conflict claimed by someone
+// else (a person, another sidecar) is refunded the same way.
 type ResolveConflictWorker struct {
 	river.WorkerDefaults[ResolveConflictArgs]
 	*Deps
@@ -51,6 +70,8 @@ type conflict struct {
 	PaymentID string
 	Kind      string
 	Amount    *string
+	Currency  *string
+	State     string
 }
 
 // Work resolves one conflict.
@@ -58,14 +79,14 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	id := job.Args.ConflictID
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "conflict_id", id)
 
-	// Only open conflicts are listed: one not found is resolved already (or
-	// unknown), and there is nothing to do.
+	// Only unresolved conflicts are listed: one not found is resolved
+	// already (or unknown), and there is nothing to do.
 	var c conflict
 	found, err := queryOne(ctx, w.Pool,
-		`SELECT order_id, payment_id, kind, amount::text
+		`SELECT order_id, payment_id, kind, amount::text, currency, state
 		   FROM ordertimeout.open_conflicts(100000)
 		  WHERE conflict_id = $1`,
-		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount)
+		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 	}
@@ -75,39 +96,59 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	}
 	log = log.With("order_id", c.OrderID, "payment_id", c.PaymentID, "conflict", c.Kind)
 
-	var policy string
-	if err := w.Pool.QueryRow(ctx, "SELECT late_payment FROM ordertimeout.settings").Scan(&policy); err != nil {
-		return retry(ctx, w.Deps, job, true, fmt.Errorf("read late payment policy: %w", err))
-	}
+	if c.State != "refunding" {
+		var policy string
+		if err := w.Pool.QueryRow(ctx, "SELECT late_payment FROM ordertimeout.settings").Scan(&policy); err != nil {
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("read late payment policy: %w", err))
+		}
+		switch policy {
+		case "manual":
+			log.Warn("conflict left open for manual resolution (settings.late_payment = manual)")
+			w.outcome(job.Kind, "manual_pending")
+			return nil
+		case "reinstate":
+			outcome, err := w.resolve(ctx, id, "reinstate")
+			switch {
+			case hasCode(err, "OT132"):
+				log.Info("cannot reinstate, refunding instead", "reason", err)
+			case hasCode(err, "OT133"):
+				log.Info("conflict already resolved otherwise", "reason", err)
+				w.outcome(job.Kind, "already_resolved")
+				return nil
+			case hasCode(err, "OT134"):
+				log.Info("conflict is being refunded already: continuing that refund")
+			case err != nil:
+				return retry(ctx, w.Deps, job, true, err)
+			default:
+				log.Info("late payment reinstated the order", "outcome", outcome)
+				w.outcome(job.Kind, outcome)
+				return nil
+			}
+		case "refund":
+		default:
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("unknown late payment policy %q", policy))
+		}
 
-	switch policy {
-	case "manual":
-		log.Warn("conflict left open for manual resolution (settings.late_payment = manual)")
-		w.outcome(job.Kind, "manual_pending")
-		return nil
-	case "reinstate":
-		outcome, err := w.resolve(ctx, id, "reinstate")
+		// Claim the refund before any gateway call.
+		outcome, err := w.resolve(ctx, id, "refund")
 		switch {
-		case hasCode(err, "OT132"):
-			log.Info("cannot reinstate, refunding instead", "reason", err)
 		case hasCode(err, "OT133"):
 			log.Info("conflict already resolved otherwise", "reason", err)
 			w.outcome(job.Kind, "already_resolved")
 			return nil
 		case err != nil:
 			return retry(ctx, w.Deps, job, true, err)
-		default:
-			log.Info("late payment reinstated the order", "outcome", outcome)
-			w.outcome(job.Kind, outcome)
+		case outcome == "refunded":
+			w.outcome(job.Kind, "already_resolved")
 			return nil
 		}
-	case "refund":
-	default:
-		return retry(ctx, w.Deps, job, true, fmt.Errorf("unknown late payment policy %q", policy))
 	}
+	return w.refund(ctx, job, log, id, c)
+}
 
-	// Refund at the gateway first, then record it: a crash in between repeats
-	// the refund with the same key, which moves no money twice.
+// refund makes the refund of a conflict claimed for one, and records it.
+func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[ResolveConflictArgs], log *slog.Logger,
+	id int64, c conflict) error {
 	var amount gateway.Amount
 	if c.Amount != nil {
 		amount = gateway.Amount(*c.Amount)
@@ -119,20 +160,16 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		IdempotencyKey: c.PaymentID,
 	})
 	if err != nil {
-		return retry(ctx, w.Deps, job, true, err)
+		return retry(ctx, w.Deps, job, true, fmt.Errorf("refund payment %q of conflict %d: %w", c.PaymentID, id, err))
 	}
-	outcome, err := w.resolve(ctx, id, "refund")
-	if hasCode(err, "OT133") {
-		// Someone resolved it otherwise between our read and the refund.
-		log.Error("refunded at the gateway, but the conflict was resolved otherwise meanwhile: check it by hand",
-			"refund_id", r.RefundID, "reason", err)
-		w.outcome(job.Kind, "refunded_after_resolution")
-		return nil
-	}
+	var outcome string
+	err = w.Pool.QueryRow(ctx, "SELECT ordertimeout.finish_refund($1, $2)", id, r.RefundID).Scan(&outcome)
 	if err != nil {
-		return retry(ctx, w.Deps, job, true, err)
+		// Retried from the start: the conflict is still refunding, and the
+		// same key gets the same refund from the gateway.
+		return retry(ctx, w.Deps, job, true, fmt.Errorf("record refund %q of conflict %d: %w", r.RefundID, id, err))
 	}
-	log.Info("late payment refunded", "refund_id", r.RefundID, "outcome", outcome)
+	log.Info("payment refunded", "refund_id", r.RefundID, "outcome", outcome)
 	w.outcome(job.Kind, outcome)
 	return nil
 }

@@ -50,11 +50,16 @@ type Event struct {
 	Detail          json.RawMessage `json:"detail,omitempty"`
 }
 
-// Event types.
+// Event types: one per kind of event, chosen by the event's cause before its
+// statuses (see eventType and the README's table). A receiver sees each order
+// cancelled exactly once (TypeCancelled), and a late payment on a cancelled
+// order as TypeConflict, never as another cancel.
 const (
 	TypeCancelled        = "order.cancelled"
 	TypePaid             = "order.paid"
+	TypeReinstated       = "order.reinstated"
 	TypeConflict         = "payment.conflict"
+	TypeRefunding        = "conflict.refunding"
 	TypeConflictResolved = "conflict.resolved"
 	TypeExpiringSoon     = "order.expiring_soon"
 	TypeChanged          = "order.changed"
@@ -161,18 +166,44 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 	return nil
 }
 
-// eventType names an event of the order history for receivers.
+// eventType names an event of the order history for receivers. The cause
+// decides first: a conflict's events keep the order's status (CANCELLED ->
+// CANCELLED), so a choice by to_status would call them cancels.
 func eventType(ev Event) string {
-	switch {
-	case ev.ToStatus == "CANCELLED":
-		return TypeCancelled
-	case ev.Cause == "conflict":
-		return TypeConflictResolved
-	case ev.Cause == "payment" && ev.ToStatus == "PAID" && (ev.FromStatus == nil || *ev.FromStatus != "PAID"):
-		return TypePaid
-	case ev.Cause == "payment":
-		return TypeConflict
-	default:
-		return TypeChanged
+	from := ""
+	if ev.FromStatus != nil {
+		from = *ev.FromStatus
 	}
+	switch ev.Cause {
+	case "conflict":
+		var d struct {
+			Resolution string `json:"resolution"`
+		}
+		_ = json.Unmarshal(ev.Detail, &d)
+		switch {
+		case ev.ToStatus == "PAID" && from != "PAID":
+			return TypeReinstated
+		case d.Resolution == "refunding":
+			return TypeRefunding
+		default:
+			return TypeConflictResolved
+		}
+	case "payment":
+		var d struct {
+			ConflictID *int64 `json:"conflict_id"`
+		}
+		_ = json.Unmarshal(ev.Detail, &d)
+		switch {
+		case d.ConflictID != nil:
+			return TypeConflict
+		case ev.ToStatus == "PAID" && from != "PAID":
+			return TypePaid
+		default:
+			return TypeChanged
+		}
+	}
+	if ev.ToStatus == "CANCELLED" && (from == "PENDING" || from == "PAYING") {
+		return TypeCancelled
+	}
+	return TypeChanged
 }

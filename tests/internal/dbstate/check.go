@@ -32,7 +32,7 @@ func Paid(status string) bool { return status == "PAID" || status == "REFUNDED" 
 // reservations.
 func Cancelled(status string) bool { return status == "CANCELLED" || status == "CLOSED" }
 
-// Violations checks the money-safety invariants of DESIGN.md, and the event
+// Violations checks the money-safety invariants of docs/design.md, and the event
 // log of every order, and returns one line per violation (none when all
 // hold).
 func (s *State) Violations(want Expect) []string {
@@ -321,7 +321,7 @@ func (s *State) Violations(want Expect) []string {
 }
 
 // Replay checks that events (one order's, oldest first) form a legal path of
-// the state machine of DESIGN.md and returns the status they end in and the
+// the state machine of docs/design.md and returns the status they end in and the
 // events that cancelled the order.
 func Replay(events []Event) (final string, cancels []Event, err error) {
 	status := ""

@@ -1,5 +1,5 @@
 // Package dbstate reads every row of ordertimeout's tables in one snapshot and
-// checks the money-safety invariants of DESIGN.md over them in Go.
+// checks the money-safety invariants of docs/design.md over them in Go.
 //
 // It is an oracle of its own, written apart from the SQL probes of
 // sidecar/invariant (the tests run both: two independent checks of the same

@@ -164,7 +164,7 @@ var sidecarFlags = []string{
 }
 
 // SKUs and points accounts of the soak, with more stock and points than a
-// run can use. 100 SKUs as in the standard workload (WORKLOAD.md): with 10,
+// run can use. 100 SKUs as in the standard workload (docs/workload.md): with 10,
 // every order queued on the same few stock rows and the soak measured that
 // queue rather than the faults.
 const (
