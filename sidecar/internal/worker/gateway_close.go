@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/riverqueue/river"
 
@@ -50,7 +51,18 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		w.outcome(job.Kind, "closed")
 		return nil
 	}
-	result, err := confirmPayment(ctx, w.Pool, a.OrderID, r.PaymentID, r.Amount)
+	st, err := loadOrder(ctx, w.Pool, a.OrderID)
+	if errors.Is(err, errUnknownOrder) {
+		// Nowhere to record the money: a person must refund it.
+		w.Logger.Error("gateway says the buyer paid, but the database no longer knows the order: refund it by hand",
+			"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", r.PaymentID, "amount", string(r.Amount))
+		w.outcome(job.Kind, "unknown_order")
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, r.PaymentID, r.Amount, r.Currency)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
