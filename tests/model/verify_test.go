@@ -103,7 +103,6 @@ func (m *model) verify(s *dbstate.State) []string {
 	// Every answer against the event log.
 	type counts struct{ sweepCancelled, sweepCaught, sweepChecks, closed, checksDone int }
 	var n counts
-	pendingAnswers := make(map[string]int)
 	lost := make(map[string]bool)
 	resolutions := make(map[int64][]*call)
 	for _, c := range m.calls {
@@ -191,16 +190,6 @@ func (m *model) verify(s *dbstate.State) []string {
 			case len(mine) != 0:
 				bad("%v: answered false but cancelled the order (event %d)", c, mine[0].ID)
 			}
-		case "fail":
-			if c.Code == "" && c.Result == "pending" {
-				pendingAnswers[c.Payment]++
-			}
-			if c.Code == "" && c.Result != "pending" && countEvents(evs, func(e dbstate.Event) bool {
-				return deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == c.Payment &&
-					e.Detail["failed"] == true
-			}) > 0 && pendingAnswers[c.Payment] == 0 {
-				bad("%v: the payment failed the order back to PENDING, but no call answered pending", c)
-			}
 		case "sweep":
 			if c.Code == "" {
 				n.sweepCancelled += c.N[1]
@@ -228,18 +217,7 @@ func (m *model) verify(s *dbstate.State) []string {
 		}
 	}
 
-	// Payments failed back to PENDING: one event per "pending" answer.
-	for _, p := range slices.Sorted(maps.Keys(s.Payments)) {
-		failed := 0
-		for _, e := range events[s.Payments[p].OrderID] {
-			if deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == p && e.Detail["failed"] == true {
-				failed++
-			}
-		}
-		if failed != pendingAnswers[p] || failed > 1 {
-			bad("payment %s: %d events of failing back to PENDING, %d calls answered pending", p, failed, pendingAnswers[p])
-		}
-	}
+	out = append(out, checkFailBacks(m.calls, s)...)
 
 	// Counts returned by the set-based calls against the events they wrote.
 	var timeouts, caught, closed, checkCancels, extends int
@@ -365,6 +343,75 @@ func (m *model) verify(s *dbstate.State) []string {
 		}
 	}
 	return out
+}
+
+// checkFailBacks judges fail_payment's "pending" answers on the complete
+// history, never while walking it: the calls are recorded in the order they
+// returned, and a call that answered "ignored" may return before a
+// concurrent one that answered "pending" (and took effect first), so no
+// answer is judged until every answer is counted.
+//
+// A payment fails its order back to PENDING at most once, exactly when one
+// call answered "pending" (one event per such answer). And that call must
+// be the first to settle the payment: fail_payment and confirm_payment both
+// end a started payment, so a call of either on the same payment that
+// answered (any answer) and returned before the "pending" call began took
+// effect before it, and would have left it nothing to fail.
+func checkFailBacks(calls []*call, s *dbstate.State) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	pending := make(map[string][]*call) // per payment, the calls that answered pending
+	settled := make(map[string][]*call) // per payment, every answered fail or confirm
+	for _, c := range calls {
+		if c.Code != "" || c.Payment == "" {
+			continue
+		}
+		switch {
+		case c.Op == "fail":
+			settled[c.Payment] = append(settled[c.Payment], c)
+			if c.Result == "pending" {
+				pending[c.Payment] = append(pending[c.Payment], c)
+			}
+		case c.Op == "confirm", c.Op == "check" && c.Arg == "confirm":
+			settled[c.Payment] = append(settled[c.Payment], c)
+		}
+	}
+
+	failedBack := make(map[string]int)
+	for _, e := range s.Events {
+		if deref(e.From) == "PAYING" && e.To == "PENDING" && e.Detail["failed"] == true {
+			failedBack[e.DetailString("payment_id")]++
+		}
+	}
+	payments := slices.Sorted(maps.Keys(s.Payments))
+	for p := range pending {
+		if s.Payments[p] == nil {
+			payments = append(payments, p)
+		}
+	}
+	for _, p := range payments {
+		if n := failedBack[p]; n != len(pending[p]) || n > 1 {
+			bad("payment %s (order %s): %d events of failing back to PENDING, %d calls answered pending %v",
+				p, orderOf(s, p), n, len(pending[p]), pending[p])
+		}
+		for _, pc := range pending[p] {
+			for _, c := range settled[p] {
+				if c != pc && c.End.Before(pc.Start) {
+					bad("%v: answered pending, but %v had settled the payment before it began", pc, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// orderOf returns the order of payment p, or "?" when there is no such payment.
+func orderOf(s *dbstate.State, p string) string {
+	if pay := s.Payments[p]; pay != nil {
+		return pay.OrderID
+	}
+	return "?"
 }
 
 // requireCoverage fails a run big enough to show them when the interesting
