@@ -15,8 +15,8 @@ BEGIN
         RAISE EXCEPTION 'sku must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF char_length(put_stock.sku) NOT BETWEEN 1 AND 64 OR put_stock.sku ~ '[[:cntrl:]]' THEN
-        RAISE EXCEPTION 'sku must be 1 to 64 characters without control characters'
+    IF NOT ordertimeout._is_plain_text(put_stock.sku, 64) THEN
+        RAISE EXCEPTION 'sku must be 1 to 64 characters without control, format or line-separator characters'
             USING ERRCODE = 'OT142';
     END IF;
     IF put_stock.qty IS NULL THEN
@@ -57,8 +57,8 @@ BEGIN
         RAISE EXCEPTION 'account_id must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF char_length(put_points.account_id) NOT BETWEEN 1 AND 64 OR put_points.account_id ~ '[[:cntrl:]]' THEN
-        RAISE EXCEPTION 'account_id must be 1 to 64 characters without control characters'
+    IF NOT ordertimeout._is_plain_text(put_points.account_id, 64) THEN
+        RAISE EXCEPTION 'account_id must be 1 to 64 characters without control, format or line-separator characters'
             USING ERRCODE = 'OT146';
     END IF;
     IF put_points.balance IS NULL THEN
@@ -108,18 +108,9 @@ AS $$
 DECLARE
     v_row ordertimeout.settings;
 BEGIN
-    IF configure.default_timeout <= interval '0' OR configure.default_timeout > interval '30 days' THEN
-        RAISE EXCEPTION 'default_timeout must be more than 0 and at most 30 days, got %', configure.default_timeout
-            USING ERRCODE = 'OT145';
-    END IF;
-    IF configure.grace < interval '0' OR configure.grace > interval '1 day' THEN
-        RAISE EXCEPTION 'grace must be between 0 and 1 day, got %', configure.grace
-            USING ERRCODE = 'OT145';
-    END IF;
-    IF configure.paying_window <= interval '0' OR configure.paying_window > interval '30 days' THEN
-        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', configure.paying_window
-            USING ERRCODE = 'OT145';
-    END IF;
+    PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
+    PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
+    PERFORM ordertimeout._check_interval('paying_window', configure.paying_window, interval '30 days', 'OT145');
     IF configure.precheck NOT IN ('attempted', 'always', 'never') THEN
         RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', configure.precheck
             USING ERRCODE = 'OT145';
@@ -128,10 +119,9 @@ BEGIN
         RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', configure.late_payment
             USING ERRCODE = 'OT145';
     END IF;
-    IF configure.remind_before < interval '0' THEN
-        RAISE EXCEPTION 'remind_before must not be negative (0 turns reminders off), got %', configure.remind_before
-            USING ERRCODE = 'OT145';
-    END IF;
+    -- 0 turns reminders off.
+    PERFORM ordertimeout._check_interval('remind_before', configure.remind_before, interval '30 days', 'OT145',
+                                         allow_zero => true);
 
     UPDATE ordertimeout.settings AS s
     SET default_timeout = coalesce(configure.default_timeout, s.default_timeout),

@@ -18,8 +18,9 @@ BEGIN
         RAISE EXCEPTION 'reason must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF char_length(cancel_order.reason) NOT BETWEEN 1 AND 200 THEN
-        RAISE EXCEPTION 'reason must be 1 to 200 characters, got %', char_length(cancel_order.reason)
+    IF NOT ordertimeout._is_plain_text(cancel_order.reason, 200) THEN
+        RAISE EXCEPTION 'reason must be 1 to 200 characters without control, format or line-separator characters (got % characters)',
+            char_length(cancel_order.reason)
             USING ERRCODE = 'OT144';
     END IF;
 
@@ -70,10 +71,7 @@ BEGIN
         RAISE EXCEPTION 'by must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF extend_deadline.by <= interval '0' OR extend_deadline.by > interval '30 days' THEN
-        RAISE EXCEPTION 'by must be more than 0 and at most 30 days, got %', extend_deadline.by
-            USING ERRCODE = 'OT141';
-    END IF;
+    PERFORM ordertimeout._check_interval('by', extend_deadline.by, interval '30 days', 'OT141');
 
     SELECT o.status, o.timer_job_id INTO v_status, v_timer
     FROM ordertimeout.orders AS o
@@ -130,36 +128,53 @@ AS $$
 DECLARE
     v_now    timestamptz := clock_timestamp();
     v_actor  text := ordertimeout._actor();
+    v_ids    text[];
     v_closed integer;
 BEGIN
     IF close_cancelled.older_than IS NULL THEN
         RAISE EXCEPTION 'older_than must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF close_cancelled.older_than < interval '0' THEN
-        RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
+    -- Compared before the subtraction below, which would overflow a
+    -- timestamp (22008) for a huge interval.
+    IF close_cancelled.older_than < interval '0' OR close_cancelled.older_than > interval '100 years' THEN
+        RAISE EXCEPTION 'older_than must be between 0 and 100 years, got %', close_cancelled.older_than
             USING ERRCODE = 'OT141';
     END IF;
     PERFORM ordertimeout._check_max(close_cancelled.max);
 
-    WITH candidates AS (
-        SELECT o.order_id
-        FROM ordertimeout.orders AS o
-        WHERE o.status = 'CANCELLED'
-          AND o.cancelled_at < v_now - close_cancelled.older_than
-          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
-                           WHERE c.order_id = o.order_id AND c.resolution IS NULL)
-        ORDER BY o.cancelled_at
-        LIMIT close_cancelled.max
-        FOR NO KEY UPDATE SKIP LOCKED
-    ), closed AS (
+    -- 1. Lock the candidates. The open-conflict test here only keeps orders
+    -- with a conflict from filling the batch: it reads the snapshot taken
+    -- before the locks, which may miss a late payment committed since.
+    SELECT array_agg(c.order_id) INTO v_ids
+    FROM (SELECT o.order_id
+            FROM ordertimeout.orders AS o
+           WHERE o.status = 'CANCELLED'
+             AND o.cancelled_at < v_now - close_cancelled.older_than
+             AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
+                              WHERE k.order_id = o.order_id AND k.resolution IS NULL)
+           ORDER BY o.cancelled_at
+           LIMIT close_cancelled.max
+             FOR NO KEY UPDATE SKIP LOCKED) AS c;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+
+    -- 2. Decide under the locks, in a statement of its own: confirm_payment
+    -- records a conflict only while holding the order row, so every conflict
+    -- of these orders has committed before this statement's snapshot or
+    -- waits for this transaction. (Under REPEATABLE READ the snapshot is the
+    -- transaction's; confirm_payment touches the order row, so the lock
+    -- above fails with 40001 instead.)
+    WITH closed AS (
         UPDATE ordertimeout.orders AS o
         SET status = 'CLOSED',
             closed_at = v_now,
             deadline_version = o.deadline_version + 1
-        FROM candidates AS c
-        WHERE o.order_id = c.order_id
+        WHERE o.order_id = ANY (v_ids)
           AND o.status = 'CANCELLED'
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
+                           WHERE k.order_id = o.order_id AND k.resolution IS NULL)
         RETURNING o.order_id
     )
     INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at)

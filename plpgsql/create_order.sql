@@ -41,11 +41,7 @@ BEGIN
     PERFORM ordertimeout._check_order_id(create_order.order_id);
     v_items := ordertimeout._normalize_items(create_order.items);
     v_options := ordertimeout._normalize_options(create_order.options);
-    IF create_order.timeout IS NOT NULL
-       AND (create_order.timeout <= interval '0' OR create_order.timeout > interval '30 days') THEN
-        RAISE EXCEPTION 'timeout must be more than 0 and at most 30 days, got %', create_order.timeout
-            USING ERRCODE = 'OT113';
-    END IF;
+    PERFORM ordertimeout._check_interval('timeout', create_order.timeout, interval '30 days', 'OT113');
 
     SELECT * INTO v_settings FROM ordertimeout.settings;
     v_expire := v_now + coalesce(create_order.timeout, v_settings.default_timeout);

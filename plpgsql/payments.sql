@@ -68,11 +68,7 @@ DECLARE
 BEGIN
     PERFORM ordertimeout._check_order_id(begin_payment.order_id);
     PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
-    IF begin_payment.paying_window IS NOT NULL
-       AND (begin_payment.paying_window <= interval '0' OR begin_payment.paying_window > interval '30 days') THEN
-        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', begin_payment.paying_window
-            USING ERRCODE = 'OT125';
-    END IF;
+    PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
     v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
 
     SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
@@ -148,10 +144,18 @@ $$;
 COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
     'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
 
+-- Money is exact: an order with an amount (and currency) is PAID only by a
+-- payment of that amount in that currency. Any other payment is a conflict
+-- of kind amount_mismatch, on a live order as on a cancelled one. A payment
+-- without an amount (an app caller that does not know it) pays an order with
+-- an amount, recorded as unverified in the event; the sidecar never confirms
+-- such an order without the gateway's amount. A payment without a currency
+-- is in the order's currency.
 CREATE FUNCTION ordertimeout.confirm_payment(
     order_id   text,
     payment_id text,
-    amount     numeric DEFAULT NULL)
+    amount     numeric DEFAULT NULL,
+    currency   text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
@@ -164,22 +168,28 @@ DECLARE
     v_now        timestamptz := clock_timestamp();
     v_status     text;
     v_amount     numeric;
+    v_currency   text;
     v_timer      bigint;
     v_pay_order  text;
     v_pay_status text;
     v_conflict   bigint;
     v_kind       text;
     v_mismatch   boolean;
+    v_paid_cur   text;
+    v_detail     jsonb;
 BEGIN
     PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
     PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
-    IF confirm_payment.amount < 0 THEN
-        RAISE EXCEPTION 'amount must be >= 0, got %', confirm_payment.amount
-            USING ERRCODE = 'OT126';
+    PERFORM ordertimeout._check_amount('amount', confirm_payment.amount);
+    IF confirm_payment.currency IS NOT NULL AND confirm_payment.currency !~ '^[A-Z]{3}$' THEN
+        RAISE EXCEPTION 'currency must be a three-letter ISO 4217 code such as "EUR", got "%"',
+            left(confirm_payment.currency, 16)
+            USING ERRCODE = 'OT128';
     END IF;
 
-    -- The order row lock serializes every transition of this order.
-    SELECT o.status, o.amount, o.timer_job_id INTO v_status, v_amount, v_timer
+    -- The order row lock serializes every transition of this order, and
+    -- close_cancelled (which takes the same lock) with the conflict below.
+    SELECT o.status, o.amount, o.currency, o.timer_job_id INTO v_status, v_amount, v_currency, v_timer
     FROM ordertimeout.orders AS o
     WHERE o.order_id = confirm_payment.order_id
     FOR NO KEY UPDATE;
@@ -202,7 +212,9 @@ BEGIN
         RETURN 'conflict';
     END IF;
 
-    v_mismatch := confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount;
+    v_paid_cur := coalesce(confirm_payment.currency, v_currency);
+    v_mismatch := (confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount)
+               OR (v_paid_cur IS DISTINCT FROM v_currency AND v_currency IS NOT NULL);
 
     UPDATE ordertimeout.orders AS o
     SET status = 'PAID',
@@ -216,15 +228,21 @@ BEGIN
       AND NOT v_mismatch;
 
     IF FOUND THEN
-        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
-        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount, v_now)
+        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
+        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount,
+                v_paid_cur, v_now)
         ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
         SET status = 'confirmed',
             amount = coalesce(excluded.amount, p.amount),
+            currency = excluded.currency,
             confirmed_at = excluded.confirmed_at;
         PERFORM ordertimeout._drop_timer(v_timer);
-        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
-            jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
+        v_detail := jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount,
+                                       'currency', v_paid_cur);
+        IF confirm_payment.amount IS NULL AND v_amount IS NOT NULL THEN
+            v_detail := v_detail || jsonb_build_object('unverified', true);
+        END IF;
+        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now, v_detail,
             webhook => true);
         -- Last, so that the stock rows stay locked only until the commit.
         PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
@@ -232,26 +250,43 @@ BEGIN
     END IF;
 
     -- Money the order cannot take (cancelled, already paid, or the wrong
-    -- amount): never dropped, never re-opening the order on its own. A
-    -- conflict row, and a wake-up.
+    -- amount or currency): never dropped, never re-opening the order on its
+    -- own. A conflict row, and a wake-up.
     v_kind := CASE
-                  WHEN v_status IN ('PENDING', 'PAYING') THEN 'amount_mismatch'
                   WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment'
+                  WHEN v_mismatch THEN 'amount_mismatch'
                   ELSE 'late_payment'
               END;
-    INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
-    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
+    INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
+    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_paid_cur, v_now)
     ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
     SET status = 'late',
         amount = coalesce(excluded.amount, p.amount),
+        currency = excluded.currency,
         confirmed_at = excluded.confirmed_at;
-    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, detected_at)
-    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_now)
+    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, currency, detected_at)
+    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_paid_cur, v_now)
     RETURNING conflict_id INTO v_conflict;
-    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, v_status, 'payment', v_now,
-        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
+
+    -- A finished order with an open conflict is no longer finished: a CLOSED
+    -- order goes back to CANCELLED (close_cancelled closes it again once the
+    -- conflict is resolved). Touching the row of a CANCELLED order makes a
+    -- concurrent close_cancelled under REPEATABLE READ fail rather than
+    -- close it past this conflict.
+    IF v_status IN ('CANCELLED', 'CLOSED') THEN
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CANCELLED',
+            closed_at = NULL,
+            deadline_version = o.deadline_version + 1
+        WHERE o.order_id = confirm_payment.order_id;
+    END IF;
+    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status,
+        CASE WHEN v_status = 'CLOSED' THEN 'CANCELLED' ELSE v_status END, 'payment', v_now,
+        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind,
+                           'amount', confirm_payment.amount, 'currency', v_paid_cur),
         webhook => true);
-    PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    -- Only a wake-up: the listener reads the open conflicts from the table.
+    PERFORM pg_notify('ordertimeout_conflict', '');
     IF v_status = 'PAYING' THEN
         -- this attempt is over: without another one in flight, the timeout applies again
         PERFORM ordertimeout._back_to_pending(confirm_payment.order_id, v_now,
@@ -261,8 +296,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
-    'PENDING/PAYING -> PAID (returns paid); money the order cannot take (cancelled, already paid, wrong amount) is recorded as a conflict with a notification (returns conflict); a repeat returns the same answer and writes nothing';
+COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric, text) IS
+    'PENDING/PAYING -> PAID by a payment of the order''s exact amount and currency (returns paid); money the order cannot take (cancelled, already paid, wrong amount or currency) is recorded as a conflict with a wake-up (returns conflict); a repeat returns the same answer and writes nothing';
 
 CREATE FUNCTION ordertimeout.fail_payment(
     order_id   text,

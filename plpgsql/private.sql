@@ -3,14 +3,107 @@
 
 -- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
 -- inlined and is planned again on every call, PL/pgSQL keeps its plans.
+-- Whether value is text a person can read back as it is: 1 to max_length
+-- characters, no control characters (C0, DEL, C1), no Unicode format
+-- characters (bidi overrides and isolates, zero-width characters, the byte
+-- order mark, soft hyphen), no line or paragraph separators. Identifiers,
+-- reasons and actors pass through logs, URLs and consoles: these characters
+-- would make them look like something else.
+CREATE FUNCTION ordertimeout._is_plain_text(value text, max_length integer)
+RETURNS boolean
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN value IS NOT NULL
+       AND char_length(value) BETWEEN 1 AND max_length
+       AND value !~ '[\u0001-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB]';
+END
+$$;
+
+-- Whether id can name an order, a payment or a refund: plain text (see
+-- _is_plain_text) and not "." or "..", which a URL path would read as dot
+-- segments.
+CREATE FUNCTION ordertimeout._is_identifier(id text, max_length integer)
+RETURNS boolean
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN ordertimeout._is_plain_text(id, max_length) AND id NOT IN ('.', '..');
+END
+$$;
+
+-- Raises OT126 unless amount, an amount of money, is NULL or a finite number
+-- from 0 to below 10^15. field names the argument in the message.
+CREATE FUNCTION ordertimeout._check_amount(field text, amount numeric)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- 'NaN' >= 0 is true, and NaN sorts above every number: the upper bound
+    -- is what refuses NaN and Infinity.
+    IF amount IS NOT NULL AND NOT (amount >= 0 AND amount < 1000000000000000) THEN
+        RAISE EXCEPTION '% must be a finite number from 0 to below 10^15, got %', field, amount
+            USING ERRCODE = 'OT126';
+    END IF;
+END
+$$;
+
+-- Raises code unless value is a positive interval of at most max without a
+-- month or year part (a month has no fixed length: '1 mon' compares as 30
+-- days but adds up to 31). Compared before any arithmetic, so no value
+-- overflows a timestamp later. With allow_zero, 0 is accepted too.
+CREATE FUNCTION ordertimeout._check_interval(
+    field      text,
+    value      interval,
+    max        interval,
+    code       text,
+    allow_zero boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RETURN;
+    END IF;
+    IF extract(month FROM value) <> 0 OR extract(year FROM value) <> 0 THEN
+        RAISE EXCEPTION '% must be given in days, hours, minutes or seconds (a month has no fixed length), got %',
+            field, value
+            USING ERRCODE = code;
+    END IF;
+    IF (value < interval '0' OR (value = interval '0' AND NOT allow_zero)) OR value > max THEN
+        RAISE EXCEPTION '% must be % 0 and at most %, got %',
+            field, CASE WHEN allow_zero THEN 'at least' ELSE 'more than' END, max, value
+            USING ERRCODE = code;
+    END IF;
+END
+$$;
+
 CREATE FUNCTION ordertimeout._actor()
 RETURNS text
 LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_actor text := nullif(current_setting('ordertimeout.actor', true), '');
 BEGIN
-    RETURN coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text);
+    IF v_actor IS NULL THEN
+        RETURN session_user::text;
+    END IF;
+    IF NOT ordertimeout._is_plain_text(v_actor, 200) THEN
+        RAISE EXCEPTION 'ordertimeout.actor must be 1 to 200 characters without control, format or line-separator characters (got % characters)',
+            char_length(v_actor)
+            USING ERRCODE = 'OT148';
+    END IF;
+    RETURN v_actor;
 END
 $$;
 
@@ -28,8 +121,8 @@ BEGIN
         RAISE EXCEPTION 'order_id must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF char_length(order_id) NOT BETWEEN 1 AND 64 OR order_id ~ '[[:cntrl:]]' THEN
-        RAISE EXCEPTION 'order_id must be 1 to 64 characters without control characters (got % characters)',
+    IF NOT ordertimeout._is_identifier(order_id, 64) THEN
+        RAISE EXCEPTION 'order_id must be 1 to 64 characters, not "." or "..", without control, format or line-separator characters (got % characters)',
             char_length(order_id)
             USING ERRCODE = 'OT101';
     END IF;
@@ -47,8 +140,8 @@ BEGIN
         RAISE EXCEPTION 'payment_id must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF char_length(payment_id) NOT BETWEEN 1 AND 128 OR payment_id ~ '[[:cntrl:]]' THEN
-        RAISE EXCEPTION 'payment_id must be 1 to 128 characters without control characters (got % characters)',
+    IF NOT ordertimeout._is_identifier(payment_id, 128) THEN
+        RAISE EXCEPTION 'payment_id must be 1 to 128 characters, not "." or "..", without control, format or line-separator characters (got % characters)',
             char_length(payment_id)
             USING ERRCODE = 'OT121';
     END IF;
@@ -124,8 +217,8 @@ BEGIN
                 USING ERRCODE = 'OT104';
         END IF;
         v_sku := v_item ->> 'sku';
-        IF char_length(v_sku) NOT BETWEEN 1 AND 64 OR v_sku ~ '[[:cntrl:]]' THEN
-            RAISE EXCEPTION 'items[%].sku must be 1 to 64 characters without control characters', v_position
+        IF NOT ordertimeout._is_plain_text(v_sku, 64) THEN
+            RAISE EXCEPTION 'items[%].sku must be 1 to 64 characters without control, format or line-separator characters', v_position
                 USING ERRCODE = 'OT104';
         END IF;
         IF NOT v_item ? 'qty' THEN
@@ -191,9 +284,8 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
-                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64
-                               OR (options ->> 'coupon') ~ '[[:cntrl:]]') THEN
-        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control characters'
+                               OR NOT ordertimeout._is_plain_text(options ->> 'coupon', 64)) THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control, format or line-separator characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF (options ? 'points_account') <> (options ? 'points') THEN
@@ -201,9 +293,8 @@ BEGIN
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
-                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64
-                                       OR (options ->> 'points_account') ~ '[[:cntrl:]]') THEN
-        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control characters'
+                                       OR NOT ordertimeout._is_plain_text(options ->> 'points_account', 64)) THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control, format or line-separator characters'
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
@@ -212,10 +303,12 @@ BEGIN
         RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', options -> 'points'
             USING ERRCODE = 'OT114';
     END IF;
-    IF options ? 'amount' AND (jsonb_typeof(options -> 'amount') <> 'number'
-                               OR (options ->> 'amount')::numeric < 0) THEN
-        RAISE EXCEPTION 'options.amount must be a number >= 0, got %', options -> 'amount'
-            USING ERRCODE = 'OT114';
+    IF options ? 'amount' THEN
+        IF jsonb_typeof(options -> 'amount') <> 'number' THEN
+            RAISE EXCEPTION 'options.amount must be a JSON number, got %', options -> 'amount'
+                USING ERRCODE = 'OT126';
+        END IF;
+        PERFORM ordertimeout._check_amount('options.amount', (options ->> 'amount')::numeric);
     END IF;
     IF options ? 'currency' AND (jsonb_typeof(options -> 'currency') <> 'string'
                                  OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN

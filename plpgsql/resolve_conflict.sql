@@ -1,3 +1,10 @@
+-- A conflict is open, then resolved exactly once: reinstated, refunded or
+-- manual. A refund touches the outside world, so it has a state between:
+-- resolve_conflict(id, 'refund') claims the conflict (state refunding) before
+-- any gateway call, and from then on the refund is the only way it can end;
+-- the sidecar refunds at the gateway with the payment id as idempotency key
+-- and records it with finish_refund. A retry after any failure continues the
+-- same refund.
 CREATE FUNCTION ordertimeout.resolve_conflict(
     conflict_id bigint,
     resolution  text)
@@ -11,9 +18,12 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
+    v_actor    text := ordertimeout._actor();
     v_conflict ordertimeout.conflicts;
     v_outcome  text;
     v_status   text;
+    v_amount   numeric;
+    v_currency text;
 BEGIN
     IF resolve_conflict.conflict_id IS NULL THEN
         RAISE EXCEPTION 'conflict_id must not be null'
@@ -29,7 +39,7 @@ BEGIN
                      WHEN 'manual' THEN 'manual'
                  END;
     IF v_outcome IS NULL THEN
-        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', resolve_conflict.resolution
+        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', left(resolve_conflict.resolution, 32)
             USING ERRCODE = 'OT131';
     END IF;
 
@@ -43,23 +53,54 @@ BEGIN
     END IF;
 
     -- Exactly once: a repeat of the same resolution is answered, another one refused.
-    IF v_conflict.resolution IS NOT NULL THEN
+    IF v_conflict.state = 'resolved' THEN
         IF v_conflict.resolution = v_outcome THEN
             RETURN v_outcome;
         END IF;
         RAISE EXCEPTION 'conflict % is already resolved as %', resolve_conflict.conflict_id, v_conflict.resolution
             USING ERRCODE = 'OT133';
     END IF;
+    IF v_conflict.state = 'refunding' THEN
+        IF v_outcome = 'refunded' THEN
+            RETURN 'refunding';
+        END IF;
+        RAISE EXCEPTION 'conflict % is being refunded (since %): a refund that started is the one that finishes',
+            resolve_conflict.conflict_id, v_conflict.refund_started_at
+            USING ERRCODE = 'OT134';
+    END IF;
 
-    SELECT o.status INTO v_status
+    SELECT o.status, o.amount, o.currency INTO v_status, v_amount, v_currency
     FROM ordertimeout.orders AS o
     WHERE o.order_id = v_conflict.order_id
     FOR NO KEY UPDATE;
+
+    IF v_outcome = 'refunded' THEN
+        -- Claimed here, refunded by the sidecar, recorded by finish_refund.
+        UPDATE ordertimeout.conflicts AS c
+        SET state = 'refunding',
+            refund_started_at = v_now,
+            refund_started_by = v_actor
+        WHERE c.conflict_id = resolve_conflict.conflict_id;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunding',
+                               'payment_id', v_conflict.payment_id),
+            webhook => true);
+        PERFORM pg_notify('ordertimeout_conflict', '');
+        RETURN 'refunding';
+    END IF;
 
     IF v_outcome = 'reinstated' THEN
         IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
             RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order paid late)',
                 resolve_conflict.conflict_id, v_conflict.kind, v_status
+                USING ERRCODE = 'OT132';
+        END IF;
+        -- Money is exact: only the order's own amount in its own currency.
+        IF v_amount IS NOT NULL AND v_conflict.amount IS DISTINCT FROM v_amount
+           OR v_currency IS NOT NULL AND v_conflict.currency IS DISTINCT FROM v_currency THEN
+            RAISE EXCEPTION 'conflict % cannot be reinstated: the payment is % %, the order % %',
+                resolve_conflict.conflict_id, coalesce(v_conflict.amount::text, 'of an unknown amount'),
+                coalesce(v_conflict.currency, ''), v_amount, coalesce(v_currency, '')
                 USING ERRCODE = 'OT132';
         END IF;
         PERFORM ordertimeout._reclaim(v_conflict.order_id, v_now);
@@ -81,11 +122,6 @@ BEGIN
                                'payment_id', v_conflict.payment_id),
             webhook => true);
     ELSE
-        IF v_outcome = 'refunded' THEN
-            UPDATE ordertimeout.payments AS p
-            SET status = 'refunded'
-            WHERE p.payment_id = v_conflict.payment_id;
-        END IF;
         PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
             jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
                                'payment_id', v_conflict.payment_id),
@@ -93,17 +129,92 @@ BEGIN
     END IF;
 
     UPDATE ordertimeout.conflicts AS c
-    SET resolution = v_outcome,
+    SET state = 'resolved',
+        resolution = v_outcome,
         resolved_at = v_now,
-        resolved_by = ordertimeout._actor()
-    WHERE c.conflict_id = resolve_conflict.conflict_id
-      AND c.resolution IS NULL;
+        resolved_by = v_actor
+    WHERE c.conflict_id = resolve_conflict.conflict_id;
     RETURN v_outcome;
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text) IS
-    'resolves a late or double payment exactly once: reinstate (take the stock back and mark the order paid; OT132 when not possible), refund (the money was returned at the gateway) or manual; returns reinstated, refunded or manual';
+    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134)';
+
+CREATE FUNCTION ordertimeout.finish_refund(
+    conflict_id bigint,
+    refund_id   text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_conflict ordertimeout.conflicts;
+    v_status   text;
+BEGIN
+    IF finish_refund.conflict_id IS NULL THEN
+        RAISE EXCEPTION 'conflict_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF finish_refund.refund_id IS NULL THEN
+        RAISE EXCEPTION 'refund_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF NOT ordertimeout._is_identifier(finish_refund.refund_id, 128) THEN
+        RAISE EXCEPTION 'refund_id must be 1 to 128 characters, not "." or "..", without control, format or line-separator characters (got % characters)',
+            char_length(finish_refund.refund_id)
+            USING ERRCODE = 'OT136';
+    END IF;
+
+    SELECT c.* INTO v_conflict
+    FROM ordertimeout.conflicts AS c
+    WHERE c.conflict_id = finish_refund.conflict_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conflict_id % is unknown', finish_refund.conflict_id
+            USING ERRCODE = 'OT130';
+    END IF;
+    IF v_conflict.resolution = 'refunded' THEN
+        RETURN 'refunded';   -- recorded already: the same answer
+    END IF;
+    IF v_conflict.state <> 'refunding' THEN
+        RAISE EXCEPTION 'conflict % is %, not being refunded: claim it with resolve_conflict(%, ''refund'') first',
+            finish_refund.conflict_id,
+            CASE WHEN v_conflict.state = 'resolved' THEN 'resolved as ' || v_conflict.resolution ELSE v_conflict.state END,
+            finish_refund.conflict_id
+            USING ERRCODE = 'OT135';
+    END IF;
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = v_conflict.order_id
+    FOR NO KEY UPDATE;
+
+    UPDATE ordertimeout.payments AS p
+    SET status = 'refunded'
+    WHERE p.payment_id = v_conflict.payment_id;
+    UPDATE ordertimeout.conflicts AS c
+    SET state = 'resolved',
+        resolution = 'refunded',
+        resolved_at = v_now,
+        resolved_by = ordertimeout._actor(),
+        refund_id = finish_refund.refund_id
+    WHERE c.conflict_id = finish_refund.conflict_id;
+    PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+        jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunded',
+                           'payment_id', v_conflict.payment_id, 'refund_id', finish_refund.refund_id),
+        webhook => true);
+    RETURN 'refunded';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated; OT135 when the conflict is not being refunded';
 
 CREATE FUNCTION ordertimeout.open_conflicts(max integer DEFAULT 1000)
 RETURNS TABLE (
@@ -112,7 +223,9 @@ RETURNS TABLE (
     payment_id  text,
     kind        text,
     amount      numeric,
-    detected_at timestamptz)
+    detected_at timestamptz,
+    currency    text,
+    state       text)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -121,7 +234,7 @@ AS $$
 BEGIN
     PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
-    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state
     FROM ordertimeout.conflicts AS c
     WHERE c.resolution IS NULL
     ORDER BY c.detected_at, c.conflict_id
@@ -130,4 +243,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
-    'unresolved late or double payments, oldest first: what the sidecar picks up after every (re)connect of its LISTEN';
+    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first: what the sidecar reads after every wake-up on channel ordertimeout_conflict';

@@ -1,3 +1,42 @@
+-- Whether args, the args of a timer row, are what the timers of
+-- create_order and friends carry: {"order_id": <text>, "version": <integer>}.
+CREATE FUNCTION ordertimeout._is_timer_args(args jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN jsonb_typeof(args -> 'order_id') = 'string'
+       AND jsonb_typeof(args -> 'version') = 'number'
+       AND (args ->> 'version') ~ '^[0-9]{1,9}$';
+END
+$$;
+
+-- Sets malformed timer rows aside: discarded, with the reason recorded on
+-- the row as River records errors (sweep_stats.malformed_timers counts
+-- them). The order of such a row, if any, has lost its timer and is caught
+-- by the fallback of sweep_due.
+CREATE FUNCTION ordertimeout._discard_malformed_timers(job_ids bigint[], at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE public.river_job AS r
+    SET state = 'discarded',
+        finalized_at = _discard_malformed_timers.at,
+        errors = array_append(r.errors, jsonb_build_object(
+            'at', _discard_malformed_timers.at,
+            'attempt', greatest(r.attempt, 0),
+            'error', format('Malformed ordertimeout timer set aside by ordertimeout.sweep_due: args must be {"order_id": text, "version": integer}, got %s',
+                            left(r.args::text, 200)),
+            'trace', ''))
+    WHERE r.id = ANY (_discard_malformed_timers.job_ids);
+END
+$$;
+
 -- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
 -- cancels their orders set-based, in one transaction. Any number of sessions
 -- may run it at once; each due order is cancelled by exactly one of them.
@@ -27,6 +66,7 @@ DECLARE
     v_versions  integer[];
     v_lost_ids  text[] := '{}';
     v_lost_vers integer[] := '{}';
+    v_bad_ids   bigint[];
     v_causes    text[];
     v_timers    integer;
     v_lost      integer;
@@ -39,11 +79,15 @@ BEGIN
     SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
 
     -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
-    SELECT coalesce(array_agg(j.id), '{}'),
-           coalesce(array_agg(j.args ->> 'order_id'), '{}'),
-           coalesce(array_agg((j.args ->> 'version')::integer), '{}')
-    INTO v_job_ids, v_ids, v_versions
-    FROM (SELECT r.id, r.args
+    -- A row whose args are not {"order_id": text, "version": integer} is
+    -- claimed too but only set aside below: one malformed row must not stop
+    -- every sweep.
+    SELECT coalesce(array_agg(j.id) FILTER (WHERE j.valid), '{}'),
+           coalesce(array_agg(j.args ->> 'order_id') FILTER (WHERE j.valid), '{}'),
+           coalesce(array_agg(CASE WHEN j.valid THEN (j.args ->> 'version')::integer END) FILTER (WHERE j.valid), '{}'),
+           coalesce(array_agg(j.id) FILTER (WHERE NOT j.valid), '{}')
+    INTO v_job_ids, v_ids, v_versions, v_bad_ids
+    FROM (SELECT r.id, r.args, ordertimeout._is_timer_args(r.args) AS valid
             FROM public.river_job AS r
            WHERE r.state = 'available'
              AND r.queue = 'ordertimeout_expire'
@@ -53,6 +97,9 @@ BEGIN
            LIMIT sweep_due.max
              FOR UPDATE SKIP LOCKED) AS j;
     v_timers := cardinality(v_job_ids);
+    IF cardinality(v_bad_ids) > 0 THEN
+        PERFORM ordertimeout._discard_malformed_timers(v_bad_ids, v_now);
+    END IF;
 
     -- 2. The fallback: PENDING orders past cancel_at whose timer row is gone.
     -- Run only when the timer rows did not fill the batch, so a backlog is
@@ -186,8 +233,8 @@ BEGIN
     INTO v_cancelled, v_caught
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
-                        v_timers + v_lost - v_cancelled - v_checks;
+    RETURN QUERY SELECT v_timers + v_lost + cardinality(v_bad_ids), v_cancelled, v_lost, v_checks + v_rescued_payments,
+                        v_timers + v_lost + cardinality(v_bad_ids) - v_cancelled - v_checks;
 END
 $$;
 
@@ -242,8 +289,10 @@ BEGIN
         (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
            FROM public.river_job AS r
            JOIN ordertimeout.orders AS o
-             ON o.order_id = r.args ->> 'order_id'
-            AND o.deadline_version = (r.args ->> 'version')::integer
+             ON ordertimeout._is_timer_args(r.args)
+            AND o.order_id = r.args ->> 'order_id'
+            AND o.deadline_version = (CASE WHEN ordertimeout._is_timer_args(r.args)
+                                           THEN (r.args ->> 'version')::integer END)
             AND o.status = 'PENDING'
             AND o.check_job_id IS NULL
           WHERE r.state = 'available'

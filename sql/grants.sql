@@ -10,7 +10,7 @@ GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, or
 GRANT EXECUTE ON FUNCTION
     ordertimeout.create_order(text, jsonb, interval, jsonb),
     ordertimeout.begin_payment(text, text, interval),
-    ordertimeout.confirm_payment(text, text, numeric),
+    ordertimeout.confirm_payment(text, text, numeric, text),
     ordertimeout.fail_payment(text, text),
     ordertimeout.cancel_order(text, text),
     ordertimeout.extend_deadline(text, interval),
@@ -29,6 +29,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.plan_sleep(interval),
     ordertimeout.rescue_stuck_jobs(interval, integer),
     ordertimeout.resolve_conflict(bigint, text),
+    ordertimeout.finish_refund(bigint, text),
     ordertimeout.open_conflicts(integer),
     ordertimeout.close_cancelled(interval, integer)
 TO ordertimeout_sidecar, ordertimeout_admin;

@@ -37,7 +37,7 @@ CREATE TABLE ordertimeout.orders (
     CONSTRAINT orders_cancel_cause_known
         CHECK (cancel_cause IN ('timeout', 'sweep', 'requested', 'admin')),
     CONSTRAINT orders_precheck_known CHECK (precheck IN ('attempted', 'always', 'never')),
-    CONSTRAINT orders_amount_not_negative CHECK (amount >= 0),
+    CONSTRAINT orders_amount_finite CHECK (amount >= 0 AND amount < 1000000000000000),
     CONSTRAINT orders_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
     CONSTRAINT orders_points_with_account CHECK ((points IS NULL) = (points_account IS NULL))
 ) WITH (fillfactor = 80);

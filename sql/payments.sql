@@ -8,13 +8,17 @@ CREATE TABLE ordertimeout.payments (
     started_at   timestamptz,
     confirmed_at timestamptz,
     failed_at    timestamptz,
+    currency     text,
     CONSTRAINT payments_pkey PRIMARY KEY (payment_id),
     CONSTRAINT payments_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
     CONSTRAINT payments_payment_id_length CHECK (char_length(payment_id) BETWEEN 1 AND 128),
     CONSTRAINT payments_status_known
         CHECK (status IN ('started', 'confirmed', 'failed', 'late', 'refunded')),
-    CONSTRAINT payments_amount_not_negative CHECK (amount >= 0)
+    -- NaN sorts above every number and 'NaN' >= 0 is true: the upper bound
+    -- is what keeps NaN and the infinities out.
+    CONSTRAINT payments_amount_finite CHECK (amount >= 0 AND amount < 1000000000000000),
+    CONSTRAINT payments_currency_iso CHECK (currency ~ '^[A-Z]{3}$')
 );
 
 CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
@@ -32,13 +36,26 @@ CREATE TABLE ordertimeout.conflicts (
     resolution  text,
     resolved_at timestamptz,
     resolved_by text,
+    currency          text,
+    state             text        NOT NULL DEFAULT 'open',
+    refund_started_at timestamptz,
+    refund_started_by text,
+    refund_id         text,
     CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     CONSTRAINT conflicts_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
     CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment', 'amount_mismatch')),
     CONSTRAINT conflicts_resolution_known CHECK (resolution IN ('reinstated', 'refunded', 'manual')),
-    CONSTRAINT conflicts_resolved_together CHECK ((resolution IS NULL) = (resolved_at IS NULL))
+    CONSTRAINT conflicts_resolved_together CHECK ((resolution IS NULL) = (resolved_at IS NULL)),
+    CONSTRAINT conflicts_amount_finite CHECK (amount >= 0 AND amount < 1000000000000000),
+    CONSTRAINT conflicts_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
+    CONSTRAINT conflicts_state_known CHECK (state IN ('open', 'refunding', 'resolved')),
+    CONSTRAINT conflicts_resolved_state CHECK ((state = 'resolved') = (resolution IS NOT NULL)),
+    -- A refund, once started, is the only way the conflict can end.
+    CONSTRAINT conflicts_refund_started_ends_refunded
+        CHECK (refund_started_at IS NULL OR state = 'refunding' OR coalesce(resolution, '') = 'refunded'),
+    CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL)
 );
 
 CREATE INDEX conflicts_open
@@ -46,6 +63,12 @@ CREATE INDEX conflicts_open
     WHERE resolution IS NULL;
 
 CREATE INDEX conflicts_order_id ON ordertimeout.conflicts (order_id);
+
+COMMENT ON COLUMN ordertimeout.conflicts.state IS
+    'open (waiting for a resolution), refunding (a refund was claimed: only finish_refund can end it), resolved';
+COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
+COMMENT ON COLUMN ordertimeout.payments.currency IS
+    'the payment''s currency as confirmed (the order''s when the caller gave none)';
 
 COMMENT ON TABLE ordertimeout.conflicts IS
     'money that arrived for an order that can no longer take it: paid after the cancel (late_payment), paid twice (double_payment) or paid the wrong amount (amount_mismatch)';

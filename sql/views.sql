@@ -38,10 +38,14 @@ SELECT
       WHERE e.cause = 'sweep') AS caught_by_sweep,
     (SELECT count(*)
        FROM ordertimeout.conflicts AS c
-      WHERE c.resolution IS NULL) AS open_conflicts;
+      WHERE c.resolution IS NULL) AS open_conflicts,
+    (SELECT count(*)
+       FROM public.river_job AS r
+      WHERE r.state = 'discarded'
+        AND r.queue = 'ordertimeout_expire') AS malformed_timers;
 
 COMMENT ON VIEW ordertimeout.sweep_stats IS
-    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts';
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts, malformed timer rows set aside by sweep_due';
 
 CREATE VIEW ordertimeout.cancel_lag AS
 SELECT

@@ -68,6 +68,7 @@ SELECT results_eq(
              ('create_order', 'plan_cache_mode=force_generic_plan'),
              ('extend_deadline', 'plan_cache_mode=force_generic_plan'),
              ('fail_payment', 'plan_cache_mode=force_generic_plan'),
+             ('finish_refund', 'plan_cache_mode=force_generic_plan'),
              ('resolve_conflict', 'plan_cache_mode=force_generic_plan'),
              ('sweep_due', 'plan_cache_mode=force_custom_plan')$$,
     'single-order functions plan generically, the batch sweep per call (see create_order.sql)');

@@ -3,7 +3,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(7);
+SELECT plan(8);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.create_order(id, '[{"sku": "A", "qty": 1}]')
@@ -28,6 +28,8 @@ SELECT results_eq(
 
 SELECT is(ordertimeout.close_cancelled(interval '0'), 1, 'older_than 0 closes the recent one too');
 SELECT ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts), 'refund');
+SELECT is(ordertimeout.close_cancelled(interval '1 day'), 0, 'nor while its conflict is being refunded');
+SELECT ordertimeout.finish_refund((SELECT conflict_id FROM ordertimeout.conflicts), 'R1');
 SELECT is(ordertimeout.close_cancelled(interval '1 day'), 1, 'once its conflict is resolved, the order is closed');
 
 SELECT * FROM finish();

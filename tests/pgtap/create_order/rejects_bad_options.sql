@@ -33,9 +33,9 @@ SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"points_account": "acct", "points": "5"}')$$,
     'OT114', NULL, 'points a string: OT114');
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"amount": -1}')$$,
-    'OT114', NULL, 'amount negative: OT114');
+    'OT126', NULL, 'amount negative: OT126');
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"amount": "10.00"}')$$,
-    'OT114', NULL, 'amount a string: OT114');
+    'OT126', NULL, 'amount a string: OT126');
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"currency": "eur"}')$$,
     'OT114', NULL, 'currency lowercase: OT114');
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"currency": "EURO"}')$$,

@@ -1,0 +1,1898 @@
+-- Back to 000009: the functions as they were, then the schema.
+
+DROP FUNCTION ordertimeout.finish_refund(bigint, text);
+DROP FUNCTION ordertimeout.confirm_payment(text, text, numeric, text);
+DROP FUNCTION ordertimeout.open_conflicts(integer);
+DROP FUNCTION ordertimeout._discard_malformed_timers(bigint[], timestamptz);
+DROP FUNCTION ordertimeout._check_interval(text, interval, interval, text, boolean);
+DROP FUNCTION ordertimeout._check_amount(text, numeric);
+
+DROP VIEW ordertimeout.sweep_stats;
+CREATE VIEW ordertimeout.sweep_stats AS
+SELECT
+    (SELECT count(*)
+       FROM public.river_job AS r
+      WHERE r.state = 'available'
+        AND r.queue = 'ordertimeout_expire'
+        AND r.priority = 1
+        AND r.scheduled_at <= now()) AS due_timers,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL
+        AND o.cancel_at <= now()) AS overdue_orders,
+    (SELECT min(o.cancel_at)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NULL) AS oldest_pending_cancel_at,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PENDING'
+        AND o.check_job_id IS NOT NULL) AS awaiting_check,
+    (SELECT count(*)
+       FROM ordertimeout.orders AS o
+      WHERE o.status = 'PAYING') AS paying,
+    (SELECT count(*)
+       FROM ordertimeout.events AS e
+      WHERE e.cause = 'sweep') AS caught_by_sweep,
+    (SELECT count(*)
+       FROM ordertimeout.conflicts AS c
+      WHERE c.resolution IS NULL) AS open_conflicts;
+
+COMMENT ON VIEW ordertimeout.sweep_stats IS
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts';
+
+
+-- ------------------------------------------------------------------
+-- plpgsql/private.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+-- Private helpers. EXECUTE on them is revoked from PUBLIC (grants.sql); the
+-- API functions run them as their owner.
+
+-- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
+-- inlined and is planned again on every call, PL/pgSQL keeps its plans.
+CREATE OR REPLACE FUNCTION ordertimeout._actor()
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN coalesce(nullif(current_setting('ordertimeout.actor', true), ''), session_user::text);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout._actor() IS
+    'who acts: the ordertimeout.actor setting of the session if set (SET ordertimeout.actor = ''user:42''), else the login role';
+
+CREATE OR REPLACE FUNCTION ordertimeout._check_order_id(order_id text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF order_id IS NULL THEN
+        RAISE EXCEPTION 'order_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(order_id) NOT BETWEEN 1 AND 64 OR order_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'order_id must be 1 to 64 characters without control characters (got % characters)',
+            char_length(order_id)
+            USING ERRCODE = 'OT101';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout._check_payment_id(payment_id text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF payment_id IS NULL THEN
+        RAISE EXCEPTION 'payment_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(payment_id) NOT BETWEEN 1 AND 128 OR payment_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'payment_id must be 1 to 128 characters without control characters (got % characters)',
+            char_length(payment_id)
+            USING ERRCODE = 'OT121';
+    END IF;
+END
+$$;
+
+-- Raises OT100/OT140 unless max, a batch size, is between 1 and 100,000.
+CREATE OR REPLACE FUNCTION ordertimeout._check_max(max integer)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', max
+            USING ERRCODE = 'OT140';
+    END IF;
+END
+$$;
+
+-- Validates create_order's items and returns them sorted by sku as
+-- [{"sku": ..., "qty": ...}], the form stored and compared for idempotency.
+CREATE OR REPLACE FUNCTION ordertimeout._normalize_items(items jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item     jsonb;
+    v_position integer := -1;
+    v_key      text;
+    v_sku      text;
+    v_qty      numeric;
+    v_count    integer;
+    v_dup      text;
+    v_result   jsonb;
+BEGIN
+    IF items IS NULL THEN
+        RAISE EXCEPTION 'items must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF jsonb_typeof(items) <> 'array' THEN
+        RAISE EXCEPTION 'items must be a JSON array of {"sku": ..., "qty": ...} objects, got a JSON %',
+            jsonb_typeof(items)
+            USING ERRCODE = 'OT102';
+    END IF;
+    v_count := jsonb_array_length(items);
+    IF v_count = 0 OR v_count > 100 THEN
+        RAISE EXCEPTION 'items must have 1 to 100 entries, got %', v_count
+            USING ERRCODE = 'OT103';
+    END IF;
+
+    FOR v_item IN SELECT e.value FROM jsonb_array_elements(items) AS e LOOP
+        v_position := v_position + 1;
+        IF jsonb_typeof(v_item) <> 'object' THEN
+            RAISE EXCEPTION 'items[%] must be an object {"sku": ..., "qty": ...}, got a JSON %',
+                v_position, jsonb_typeof(v_item)
+                USING ERRCODE = 'OT104';
+        END IF;
+        SELECT k INTO v_key FROM jsonb_object_keys(v_item) AS k WHERE k NOT IN ('sku', 'qty') LIMIT 1;
+        IF v_key IS NOT NULL THEN
+            RAISE EXCEPTION 'items[%] has unknown key "%" (allowed: sku, qty)', v_position, v_key
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF jsonb_typeof(v_item -> 'sku') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'items[%].sku must be a string', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        v_sku := v_item ->> 'sku';
+        IF char_length(v_sku) NOT BETWEEN 1 AND 64 OR v_sku ~ '[[:cntrl:]]' THEN
+            RAISE EXCEPTION 'items[%].sku must be 1 to 64 characters without control characters', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF NOT v_item ? 'qty' THEN
+            RAISE EXCEPTION 'items[%].qty is missing', v_position
+                USING ERRCODE = 'OT105';
+        END IF;
+        IF jsonb_typeof(v_item -> 'qty') <> 'number'
+           OR (v_item ->> 'qty')::numeric <> trunc((v_item ->> 'qty')::numeric) THEN
+            RAISE EXCEPTION 'items[%].qty must be an integer, got %', v_position, v_item -> 'qty'
+                USING ERRCODE = 'OT105';
+        END IF;
+        v_qty := (v_item ->> 'qty')::numeric;
+        IF v_qty < 1 OR v_qty > 1000000 THEN
+            RAISE EXCEPTION 'items[%].qty must be between 1 and 1000000, got %', v_position, v_qty
+                USING ERRCODE = 'OT106';
+        END IF;
+    END LOOP;
+
+    SELECT e.value ->> 'sku' INTO v_dup
+    FROM jsonb_array_elements(items) AS e
+    GROUP BY 1
+    HAVING count(*) > 1
+    ORDER BY 1
+    LIMIT 1;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'items lists sku "%" more than once', v_dup
+            USING ERRCODE = 'OT107';
+    END IF;
+
+    SELECT jsonb_agg(
+               jsonb_build_object('sku', e.value ->> 'sku', 'qty', (e.value ->> 'qty')::numeric::integer)
+               ORDER BY e.value ->> 'sku')
+    INTO v_result
+    FROM jsonb_array_elements(items) AS e;
+    RETURN v_result;
+END
+$$;
+
+-- Validates create_order's options; returns them as given (NULL counts as {}).
+CREATE OR REPLACE FUNCTION ordertimeout._normalize_options(options jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key text;
+BEGIN
+    IF options IS NULL THEN
+        RETURN '{}'::jsonb;
+    END IF;
+    IF jsonb_typeof(options) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got a JSON %', jsonb_typeof(options)
+            USING ERRCODE = 'OT114';
+    END IF;
+    SELECT k INTO v_key
+    FROM jsonb_object_keys(options) AS k
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck')
+    ORDER BY 1
+    LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck)', v_key
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
+                               OR char_length(options ->> 'coupon') NOT BETWEEN 1 AND 64
+                               OR (options ->> 'coupon') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF (options ? 'points_account') <> (options ? 'points') THEN
+        RAISE EXCEPTION 'options.points and options.points_account must be given together'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
+                                       OR char_length(options ->> 'points_account') NOT BETWEEN 1 AND 64
+                                       OR (options ->> 'points_account') ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
+                               OR (options ->> 'points')::numeric <> trunc((options ->> 'points')::numeric)
+                               OR (options ->> 'points')::numeric NOT BETWEEN 1 AND 1000000000000) THEN
+        RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', options -> 'points'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'amount' AND (jsonb_typeof(options -> 'amount') <> 'number'
+                               OR (options ->> 'amount')::numeric < 0) THEN
+        RAISE EXCEPTION 'options.amount must be a number >= 0, got %', options -> 'amount'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'currency' AND (jsonb_typeof(options -> 'currency') <> 'string'
+                                 OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
+        RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
+                                 OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
+        RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', options -> 'precheck'
+            USING ERRCODE = 'OT114';
+    END IF;
+    RETURN options;
+END
+$$;
+
+-- Inserts a River job row and returns its id. Rows in queue
+-- ordertimeout_expire are timers claimed by sweep_due; rows in queue
+-- ordertimeout are worked by the sidecar's River client.
+CREATE OR REPLACE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    v_id bigint;
+BEGIN
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    VALUES (kind, args, queue, 'available', scheduled_at)
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END
+$$;
+
+-- Deletes a timer row that can no longer act, unless a sweep holds it right
+-- now (SKIP LOCKED: never wait for a sweep while holding an order row; the
+-- sweep deletes the row itself, and the version check makes it harmless).
+CREATE OR REPLACE FUNCTION ordertimeout._drop_timer(job_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _drop_timer.job_id IS NULL THEN
+        RETURN;
+    END IF;
+    DELETE FROM public.river_job AS r
+    WHERE r.id = (SELECT l.id
+                    FROM public.river_job AS l
+                   WHERE l.id = _drop_timer.job_id
+                     AND l.queue = 'ordertimeout_expire'
+                     FOR UPDATE SKIP LOCKED);
+END
+$$;
+
+-- Wakes the sleeping sweepers when a deadline comes before the moment they
+-- planned to wake up (ordertimeout.plan_sleep). The payload is empty: the
+-- deadline is in the table.
+CREATE OR REPLACE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cancel_at < (SELECT s.wake_at FROM ordertimeout.sweep_state AS s) THEN
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
+END
+$$;
+
+-- Queues a webhook delivery per event (when webhooks are on).
+CREATE OR REPLACE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
+           'ordertimeout', 'available', now()
+    FROM ordertimeout.events AS e
+    WHERE e.event_id = ANY (event_ids)
+      AND (SELECT s.webhooks FROM ordertimeout.settings AS s);
+END
+$$;
+
+-- Appends one event and returns its id.
+CREATE OR REPLACE FUNCTION ordertimeout._log_event(
+    order_id    text,
+    from_status text,
+    to_status   text,
+    cause       text,
+    at          timestamptz,
+    detail      jsonb DEFAULT NULL,
+    webhook     boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_event_id bigint;
+BEGIN
+    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
+    VALUES (order_id, from_status, to_status, cause, ordertimeout._actor(), at, detail)
+    RETURNING event_id INTO v_event_id;
+    IF webhook THEN
+        PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
+    END IF;
+    RETURN v_event_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout._order_state(order_id text, created boolean)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_state ordertimeout.order_state;
+BEGIN
+    SELECT
+        o.order_id,
+        o.status,
+        _order_state.created,
+        o.created_at,
+        o.expire_at,
+        o.cancel_at,
+        o.paying_until,
+        o.paid_at,
+        o.cancelled_at,
+        o.closed_at,
+        o.cancel_cause,
+        o.deadline_version,
+        o.amount,
+        o.currency,
+        (SELECT jsonb_agg(jsonb_build_object('sku', i.sku, 'qty', i.qty) ORDER BY i.sku)
+           FROM ordertimeout.order_items AS i
+          WHERE i.order_id = o.order_id),
+        o.coupon_id,
+        o.points_account,
+        o.points,
+        o.payment_attempted,
+        (SELECT count(*)::integer
+           FROM ordertimeout.conflicts AS c
+          WHERE c.order_id = o.order_id
+            AND c.resolution IS NULL)
+    INTO v_state
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = _order_state.order_id;
+    RETURN v_state;
+END
+$$;
+
+-- Raises OT120 when the order does not exist.
+CREATE OR REPLACE FUNCTION ordertimeout._require_order(order_id text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._check_order_id(order_id);
+    IF NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o WHERE o.order_id = _require_order.order_id) THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+END
+$$;
+
+-- ------------------------------------------------------------------
+-- plpgsql/create_order.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+-- The single-order API functions (create_order, begin/confirm/fail_payment,
+-- cancel_order, extend_deadline, cancel_checked, resolve_conflict) run with
+-- plan_cache_mode = force_generic_plan, nested helpers included. Their
+-- statements touch one order and a few SKUs by primary key, so the generic
+-- plan is the right one; left to choose, PostgreSQL keeps re-planning the
+-- statements over unnest(...) or = ANY (...) on every call (a custom plan
+-- estimated cheaper than the generic one), which cost about a third of
+-- create_order's time.
+CREATE OR REPLACE FUNCTION ordertimeout.create_order(
+    order_id text,
+    items    jsonb,
+    timeout  interval DEFAULT NULL,
+    options  jsonb DEFAULT '{}')
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_settings ordertimeout.settings;
+    v_items    jsonb;
+    v_options  jsonb;
+    v_request  jsonb;
+    v_existing jsonb;
+    v_expire   timestamptz;
+    v_cancel   timestamptz;
+    v_job_id   bigint;
+    v_skus     text[];
+    v_qtys     integer[];
+    v_found    integer;
+    v_short    text;
+    v_missing  text;
+    v_coupon   text;
+    v_account  text;
+    v_points   bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(create_order.order_id);
+    v_items := ordertimeout._normalize_items(create_order.items);
+    v_options := ordertimeout._normalize_options(create_order.options);
+    IF create_order.timeout IS NOT NULL
+       AND (create_order.timeout <= interval '0' OR create_order.timeout > interval '30 days') THEN
+        RAISE EXCEPTION 'timeout must be more than 0 and at most 30 days, got %', create_order.timeout
+            USING ERRCODE = 'OT113';
+    END IF;
+
+    SELECT * INTO v_settings FROM ordertimeout.settings;
+    v_expire := v_now + coalesce(create_order.timeout, v_settings.default_timeout);
+    v_cancel := v_expire + v_settings.grace;
+    v_coupon := v_options ->> 'coupon';
+    v_account := v_options ->> 'points_account';
+    v_points := (v_options ->> 'points')::bigint;
+    v_request := jsonb_build_object(
+        'items', v_items,
+        'timeout', extract(epoch FROM create_order.timeout),
+        'options', v_options);
+
+    -- The order row and the id of its timer row. Same id again: the existing
+    -- order if the content is the same, an error if not.
+    INSERT INTO ordertimeout.orders AS o (
+        order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
+        amount, currency, coupon_id, points_account, points, request)
+    VALUES (
+        create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
+        v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
+        v_coupon, v_account, v_points, v_request)
+    ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
+    RETURNING o.timer_job_id INTO v_job_id;
+
+    IF v_job_id IS NULL THEN
+        SELECT o.request INTO v_existing FROM ordertimeout.orders AS o WHERE o.order_id = create_order.order_id;
+        IF v_existing = v_request THEN
+            RETURN ordertimeout._order_state(create_order.order_id, false);
+        END IF;
+        RAISE EXCEPTION 'order_id "%" already exists with other items, timeout or options', create_order.order_id
+            USING ERRCODE = 'OT115';
+    END IF;
+
+    -- The items as arrays sorted by sku: the stock rows are locked in that order.
+    SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
+           array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
+    INTO v_skus, v_qtys
+    FROM jsonb_array_elements(v_items) AS e;
+
+    INSERT INTO ordertimeout.order_items (order_id, sku, qty)
+    SELECT create_order.order_id, r.sku, r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty);
+
+    -- The timeout: a River job row in the same transaction, in a queue no River
+    -- client serves; sweep_due claims it once cancel_at has come.
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
+            'ordertimeout_expire', 'available', v_cancel);
+
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
+       AND v_expire - v_settings.remind_before > v_now THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
+            'ordertimeout',
+            v_expire - v_settings.remind_before);
+    END IF;
+
+    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    -- Reserve stock, all or nothing, last: a popular SKU's row stays locked
+    -- only from here to the commit, not while the rest of the order is
+    -- written. Rows are locked in sku order. A failure rolls back everything
+    -- above.
+    SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
+    INTO v_found, v_short
+    FROM (SELECT s.sku, s.available, r.qty
+            FROM ordertimeout.stock AS s
+            JOIN unnest(v_skus, v_qtys) AS r(sku, qty) ON r.sku = s.sku
+           ORDER BY s.sku
+             FOR NO KEY UPDATE OF s) AS l;
+
+    IF v_found < cardinality(v_skus) THEN
+        SELECT r.sku INTO v_missing
+        FROM unnest(v_skus) AS r(sku)
+        WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.stock AS s WHERE s.sku = r.sku)
+        ORDER BY 1
+        LIMIT 1;
+        RAISE EXCEPTION 'items: sku "%" is unknown', v_missing
+            USING ERRCODE = 'OT108';
+    END IF;
+    IF v_short IS NOT NULL THEN
+        RAISE EXCEPTION 'items: not enough stock of sku "%" (% available, % requested)', v_short,
+            (SELECT s.available FROM ordertimeout.stock AS s WHERE s.sku = v_short),
+            (SELECT r.qty FROM unnest(v_skus, v_qtys) AS r(sku, qty) WHERE r.sku = v_short)
+            USING ERRCODE = 'OT109';
+    END IF;
+
+    UPDATE ordertimeout.stock AS s
+    SET available = s.available - r.qty,
+        reserved = s.reserved + r.qty
+    FROM unnest(v_skus, v_qtys) AS r(sku, qty)
+    WHERE s.sku = r.sku;
+
+    -- Then the coupon and the points: stock, coupon, points is the lock
+    -- order of every function that takes or gives back more than one.
+    IF v_coupon IS NOT NULL THEN
+        INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at)
+        VALUES (create_order.order_id, v_coupon, v_now)
+        ON CONFLICT (coupon_id) WHERE released_at IS NULL DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'options.coupon "%" is already held by another order', v_coupon
+                USING ERRCODE = 'OT110';
+        END IF;
+    END IF;
+
+    IF v_account IS NOT NULL THEN
+        UPDATE ordertimeout.points_accounts AS a
+        SET held = a.held + v_points
+        WHERE a.account_id = v_account
+          AND a.balance - a.held >= v_points;
+        IF NOT FOUND THEN
+            IF NOT EXISTS (SELECT 1 FROM ordertimeout.points_accounts AS a WHERE a.account_id = v_account) THEN
+                RAISE EXCEPTION 'options.points_account "%" is unknown', v_account
+                    USING ERRCODE = 'OT111';
+            END IF;
+            RAISE EXCEPTION 'options.points % exceed the free points of account "%"', v_points, v_account
+                USING ERRCODE = 'OT112';
+        END IF;
+        INSERT INTO ordertimeout.points_holds (order_id, account_id, points, held_at)
+        VALUES (create_order.order_id, v_account, v_points, v_now);
+    END IF;
+
+    RETURN ordertimeout._order_state(create_order.order_id, true);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.create_order(text, jsonb, interval, jsonb) IS
+    'places a PENDING order: reserves every item''s stock all or nothing, holds the coupon and points of options, schedules its timeout in the same transaction; idempotent on order_id';
+
+-- ------------------------------------------------------------------
+-- plpgsql/payments.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+-- PAYING -> PENDING once no payment attempt is in flight any more: the
+-- order's own timeout applies again, with a new timer row for the new version
+-- (due at once if cancel_at has passed). Returns false while another attempt
+-- is still started.
+CREATE OR REPLACE FUNCTION ordertimeout._back_to_pending(order_id text, at timestamptz, detail jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_version integer;
+    v_job_id  bigint;
+    v_cancel  timestamptz;
+BEGIN
+    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                WHERE p.order_id = _back_to_pending.order_id AND p.status = 'started') THEN
+        RETURN false;
+    END IF;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PENDING',
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = _back_to_pending.order_id
+      AND o.status = 'PAYING'
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', _back_to_pending.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._log_event(_back_to_pending.order_id, 'PAYING', 'PENDING', 'payment',
+        _back_to_pending.at, _back_to_pending.detail);
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    RETURN true;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout.begin_payment(
+    order_id      text,
+    payment_id    text,
+    paying_window interval DEFAULT NULL)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now         timestamptz := clock_timestamp();
+    v_window      interval;
+    v_status      text;
+    v_expire      timestamptz;
+    v_timer       bigint;
+    v_pay_order   text;
+    v_pay_status  text;
+    v_until       timestamptz;
+    v_job_id      bigint;
+BEGIN
+    PERFORM ordertimeout._check_order_id(begin_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
+    IF begin_payment.paying_window IS NOT NULL
+       AND (begin_payment.paying_window <= interval '0' OR begin_payment.paying_window > interval '30 days') THEN
+        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', begin_payment.paying_window
+            USING ERRCODE = 'OT125';
+    END IF;
+    v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
+
+    SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = begin_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', begin_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = begin_payment.payment_id;
+    IF FOUND THEN
+        IF v_pay_order <> begin_payment.order_id THEN
+            RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+                USING ERRCODE = 'OT124';
+        END IF;
+        IF v_status = 'PAYING' AND v_pay_status = 'started' THEN
+            RETURN ordertimeout._order_state(begin_payment.order_id, false);   -- the same call again
+        END IF;
+        RAISE EXCEPTION 'payment_id "%" is already %; order "%" is %',
+            begin_payment.payment_id, v_pay_status, begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    IF v_status NOT IN ('PENDING', 'PAYING') THEN
+        RAISE EXCEPTION 'order "%" is %: it takes no payment', begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+    IF v_expire <= v_now THEN
+        RAISE EXCEPTION 'order "%" expired at %: start no payment for it', begin_payment.order_id, v_expire
+            USING ERRCODE = 'OT122';
+    END IF;
+
+    -- The payment check at paying_until: the sidecar asks the gateway.
+    v_until := v_now + v_window;
+    v_job_id := ordertimeout._insert_job(
+        'ordertimeout_payment_check',
+        jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
+        'ordertimeout',
+        v_until);
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAYING',
+        paying_until = greatest(o.paying_until, v_until),
+        payment_attempted = true,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = v_job_id,
+        check_job_id = NULL
+    WHERE o.order_id = begin_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING')
+      AND o.expire_at > v_now;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" changed while starting the payment', begin_payment.order_id
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now);
+
+    IF v_status = 'PENDING' THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until));
+
+    RETURN ordertimeout._order_state(begin_payment.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
+
+CREATE OR REPLACE FUNCTION ordertimeout.confirm_payment(
+    order_id   text,
+    payment_id text,
+    amount     numeric DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_amount     numeric;
+    v_timer      bigint;
+    v_pay_order  text;
+    v_pay_status text;
+    v_conflict   bigint;
+    v_kind       text;
+    v_mismatch   boolean;
+BEGIN
+    PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
+    IF confirm_payment.amount < 0 THEN
+        RAISE EXCEPTION 'amount must be >= 0, got %', confirm_payment.amount
+            USING ERRCODE = 'OT126';
+    END IF;
+
+    -- The order row lock serializes every transition of this order.
+    SELECT o.status, o.amount, o.timer_job_id INTO v_status, v_amount, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = confirm_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', confirm_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = confirm_payment.payment_id;
+    IF FOUND AND v_pay_order <> confirm_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', confirm_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    -- The same confirmation again: the same answer, nothing written.
+    IF v_pay_status = 'confirmed' THEN
+        RETURN 'paid';
+    ELSIF v_pay_status IN ('late', 'refunded') THEN
+        RETURN 'conflict';
+    END IF;
+
+    v_mismatch := confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount;
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAID',
+        paid_at = v_now,
+        paying_until = NULL,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = NULL,
+        check_job_id = NULL
+    WHERE o.order_id = confirm_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING')
+      AND NOT v_mismatch;
+
+    IF FOUND THEN
+        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount, v_now)
+        ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+        SET status = 'confirmed',
+            amount = coalesce(excluded.amount, p.amount),
+            confirmed_at = excluded.confirmed_at;
+        PERFORM ordertimeout._drop_timer(v_timer);
+        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount),
+            webhook => true);
+        -- Last, so that the stock rows stay locked only until the commit.
+        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
+        RETURN 'paid';
+    END IF;
+
+    -- Money the order cannot take (cancelled, already paid, or the wrong
+    -- amount): never dropped, never re-opening the order on its own. A
+    -- conflict row, and a wake-up.
+    v_kind := CASE
+                  WHEN v_status IN ('PENDING', 'PAYING') THEN 'amount_mismatch'
+                  WHEN v_status IN ('PAID', 'REFUNDED') THEN 'double_payment'
+                  ELSE 'late_payment'
+              END;
+    INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, confirmed_at)
+    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_now)
+    ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+    SET status = 'late',
+        amount = coalesce(excluded.amount, p.amount),
+        confirmed_at = excluded.confirmed_at;
+    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, detected_at)
+    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_now)
+    RETURNING conflict_id INTO v_conflict;
+    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, v_status, 'payment', v_now,
+        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind),
+        webhook => true);
+    PERFORM pg_notify('ordertimeout_conflict', v_conflict::text);
+    IF v_status = 'PAYING' THEN
+        -- this attempt is over: without another one in flight, the timeout applies again
+        PERFORM ordertimeout._back_to_pending(confirm_payment.order_id, v_now,
+            jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict));
+    END IF;
+    RETURN 'conflict';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.confirm_payment(text, text, numeric) IS
+    'PENDING/PAYING -> PAID (returns paid); money the order cannot take (cancelled, already paid, wrong amount) is recorded as a conflict with a notification (returns conflict); a repeat returns the same answer and writes nothing';
+
+CREATE OR REPLACE FUNCTION ordertimeout.fail_payment(
+    order_id   text,
+    payment_id text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now        timestamptz := clock_timestamp();
+    v_status     text;
+    v_pay_order  text;
+    v_pay_status text;
+BEGIN
+    PERFORM ordertimeout._check_order_id(fail_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = fail_payment.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', fail_payment.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = fail_payment.payment_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" is unknown', fail_payment.payment_id
+            USING ERRCODE = 'OT127';
+    END IF;
+    IF v_pay_order <> fail_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', fail_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+    IF v_pay_status <> 'started' THEN
+        RETURN 'ignored';
+    END IF;
+
+    UPDATE ordertimeout.payments AS p
+    SET status = 'failed',
+        failed_at = v_now
+    WHERE p.payment_id = fail_payment.payment_id
+      AND p.status = 'started';
+
+    IF v_status <> 'PAYING' THEN
+        RETURN 'ignored';
+    END IF;
+    IF ordertimeout._back_to_pending(fail_payment.order_id, v_now,
+           jsonb_build_object('payment_id', fail_payment.payment_id, 'failed', true)) THEN
+        RETURN 'pending';
+    END IF;
+    RETURN 'paying';   -- another attempt is still in flight
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.fail_payment(text, text) IS
+    'marks a started payment failed; PAYING -> PENDING when no other attempt is in flight (returns pending, paying or ignored)';
+
+-- ------------------------------------------------------------------
+-- plpgsql/cancel.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION ordertimeout.cancel_order(
+    order_id text,
+    reason   text DEFAULT 'requested')
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_timer     bigint;
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._check_order_id(cancel_order.order_id);
+    IF cancel_order.reason IS NULL THEN
+        RAISE EXCEPTION 'reason must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(cancel_order.reason) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'reason must be 1 to 200 characters, got %', char_length(cancel_order.reason)
+            USING ERRCODE = 'OT144';
+    END IF;
+
+    SELECT o.timer_job_id INTO v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = cancel_order.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', cancel_order.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_order.order_id], NULL, ARRAY['requested'],
+                                     cancel_order.reason, false);
+    IF v_cancelled THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_order(text, text) IS
+    'PENDING -> CANCELLED and release, in one transaction; returns whether this call cancelled the order';
+
+CREATE OR REPLACE FUNCTION ordertimeout.extend_deadline(
+    order_id text,
+    by       interval)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_timer   bigint;
+    v_version integer;
+    v_job_id  bigint;
+    v_expire  timestamptz;
+    v_cancel  timestamptz;
+BEGIN
+    PERFORM ordertimeout._check_order_id(extend_deadline.order_id);
+    IF extend_deadline.by IS NULL THEN
+        RAISE EXCEPTION 'by must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF extend_deadline.by <= interval '0' OR extend_deadline.by > interval '30 days' THEN
+        RAISE EXCEPTION 'by must be more than 0 and at most 30 days, got %', extend_deadline.by
+            USING ERRCODE = 'OT141';
+    END IF;
+
+    SELECT o.status, o.timer_job_id INTO v_status, v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = extend_deadline.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', extend_deadline.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    -- A new version: the old timer row (and any gateway check in flight) can
+    -- no longer act on this order.
+    UPDATE ordertimeout.orders AS o
+    SET expire_at = o.expire_at + extend_deadline.by,
+        cancel_at = o.cancel_at + extend_deadline.by,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = nextval('public.river_job_id_seq'),
+        check_job_id = NULL
+    WHERE o.order_id = extend_deadline.order_id
+      AND o.status = 'PENDING'
+    RETURNING o.deadline_version, o.timer_job_id, o.expire_at, o.cancel_at
+    INTO v_version, v_job_id, v_expire, v_cancel;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" is %: only a PENDING order can be given more time', extend_deadline.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (v_job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', extend_deadline.order_id, 'version', v_version),
+            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._drop_timer(v_timer);
+    PERFORM ordertimeout._log_event(extend_deadline.order_id, 'PENDING', 'PENDING', 'requested', v_now,
+        jsonb_build_object('extended_by_seconds', extract(epoch FROM extend_deadline.by), 'expire_at', v_expire));
+    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+
+    RETURN ordertimeout._order_state(extend_deadline.order_id, false);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.extend_deadline(text, interval) IS
+    'gives a PENDING order more time; bumps its deadline version so its old timer cannot act (fencing)';
+
+CREATE OR REPLACE FUNCTION ordertimeout.close_cancelled(
+    older_than interval,
+    max        integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    v_actor  text := ordertimeout._actor();
+    v_closed integer;
+BEGIN
+    IF close_cancelled.older_than IS NULL THEN
+        RAISE EXCEPTION 'older_than must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF close_cancelled.older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must not be negative, got %', close_cancelled.older_than
+            USING ERRCODE = 'OT141';
+    END IF;
+    PERFORM ordertimeout._check_max(close_cancelled.max);
+
+    WITH candidates AS (
+        SELECT o.order_id
+        FROM ordertimeout.orders AS o
+        WHERE o.status = 'CANCELLED'
+          AND o.cancelled_at < v_now - close_cancelled.older_than
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                           WHERE c.order_id = o.order_id AND c.resolution IS NULL)
+        ORDER BY o.cancelled_at
+        LIMIT close_cancelled.max
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), closed AS (
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CLOSED',
+            closed_at = v_now,
+            deadline_version = o.deadline_version + 1
+        FROM candidates AS c
+        WHERE o.order_id = c.order_id
+          AND o.status = 'CANCELLED'
+        RETURNING o.order_id
+    )
+    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at)
+    SELECT c.order_id, 'CANCELLED', 'CLOSED', 'admin', v_actor, v_now
+    FROM closed AS c;
+    GET DIAGNOSTICS v_closed = ROW_COUNT;
+    RETURN v_closed;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.close_cancelled(interval, integer) IS
+    'CANCELLED -> CLOSED for orders cancelled longer ago than older_than and with no open conflict, at most max of them; returns how many';
+
+-- ------------------------------------------------------------------
+-- plpgsql/sweep.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+-- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
+-- cancels their orders set-based, in one transaction. Any number of sessions
+-- may run it at once; each due order is cancelled by exactly one of them.
+-- plan_cache_mode = force_custom_plan holds for the nested helpers too: a
+-- batch of a thousand orders always gets a plan made for its arrays, while
+-- single-order callers of the same helpers (cancel_order, cancel_checked)
+-- run with generic plans (see create_order.sql).
+CREATE OR REPLACE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
+RETURNS TABLE (
+    claimed         integer,
+    cancelled       integer,
+    caught_by_sweep integer,
+    checks          integer,
+    moot            integer)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_precheck  text;
+    v_job_ids   bigint[];
+    v_ids       text[];
+    v_versions  integer[];
+    v_lost_ids  text[] := '{}';
+    v_lost_vers integer[] := '{}';
+    v_causes    text[];
+    v_timers    integer;
+    v_lost      integer;
+    v_cancelled integer;
+    v_caught    integer;
+    v_checks    integer;
+    v_rescued_payments integer := 0;
+BEGIN
+    PERFORM ordertimeout._check_max(sweep_due.max);
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
+    SELECT coalesce(array_agg(j.id), '{}'),
+           coalesce(array_agg(j.args ->> 'order_id'), '{}'),
+           coalesce(array_agg((j.args ->> 'version')::integer), '{}')
+    INTO v_job_ids, v_ids, v_versions
+    FROM (SELECT r.id, r.args
+            FROM public.river_job AS r
+           WHERE r.state = 'available'
+             AND r.queue = 'ordertimeout_expire'
+             AND r.priority = 1
+             AND r.scheduled_at <= v_now
+           ORDER BY r.scheduled_at, r.id
+           LIMIT sweep_due.max
+             FOR UPDATE SKIP LOCKED) AS j;
+    v_timers := cardinality(v_job_ids);
+
+    -- 2. The fallback: PENDING orders past cancel_at whose timer row is gone.
+    -- Run only when the timer rows did not fill the batch, so a backlog is
+    -- never scanned twice; orders whose timer another session holds still
+    -- have their row and are skipped.
+    IF v_timers < sweep_due.max THEN
+        SELECT coalesce(array_agg(l.order_id), '{}'), coalesce(array_agg(l.deadline_version), '{}')
+        INTO v_lost_ids, v_lost_vers
+        FROM (SELECT o.order_id, o.deadline_version
+                FROM ordertimeout.orders AS o
+               WHERE o.status = 'PENDING'
+                 AND o.check_job_id IS NULL
+                 AND o.cancel_at <= v_now
+                 AND NOT EXISTS (SELECT 1
+                                   FROM public.river_job AS r
+                                  WHERE r.id = o.timer_job_id
+                                    AND r.finalized_at IS NULL)
+               ORDER BY o.cancel_at
+               LIMIT sweep_due.max - v_timers
+                 FOR NO KEY UPDATE SKIP LOCKED) AS l;
+    END IF;
+    v_lost := cardinality(v_lost_ids);
+
+    -- 3. At most every 10 seconds, and only in a session that is not busy
+    -- with a backlog: orders whose gateway-check job River lost (discarded,
+    -- cancelled, deleted) are caught like lost timers; PAYING orders whose
+    -- payment check was lost get a new one.
+    IF v_timers + v_lost < sweep_due.max THEN
+        PERFORM 1
+        FROM ordertimeout.rescue_state AS s
+        WHERE s.rescued_at <= v_now - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE ordertimeout.rescue_state SET rescued_at = v_now;
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PENDING'
+                  AND o.check_job_id IS NOT NULL
+                  AND o.cancel_at <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.check_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.cancel_at
+                LIMIT sweep_due.max - v_timers - v_lost
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET check_job_id = NULL
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.deadline_version
+            )
+            SELECT v_lost_ids || coalesce(array_agg(r.order_id), '{}'),
+                   v_lost_vers || coalesce(array_agg(r.deadline_version), '{}')
+            INTO v_lost_ids, v_lost_vers
+            FROM rescued AS r;
+            v_lost := cardinality(v_lost_ids);
+
+            WITH stuck AS (
+                SELECT o.order_id
+                FROM ordertimeout.orders AS o
+                WHERE o.status = 'PAYING'
+                  AND o.paying_until <= v_now
+                  AND NOT EXISTS (SELECT 1
+                                    FROM public.river_job AS r
+                                   WHERE r.id = o.timer_job_id
+                                     AND r.finalized_at IS NULL)
+                ORDER BY o.paying_until
+                LIMIT sweep_due.max
+                FOR NO KEY UPDATE SKIP LOCKED
+            ), rescued AS (
+                UPDATE ordertimeout.orders AS o
+                SET timer_job_id = nextval('public.river_job_id_seq')
+                FROM stuck
+                WHERE o.order_id = stuck.order_id
+                RETURNING o.order_id, o.timer_job_id
+            )
+            INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+            SELECT r.timer_job_id, 'ordertimeout_payment_check',
+                   jsonb_build_object('order_id', r.order_id, 'payment_id',
+                       (SELECT p.payment_id
+                          FROM ordertimeout.payments AS p
+                         WHERE p.order_id = r.order_id
+                           AND p.status = 'started'
+                         ORDER BY p.started_at DESC
+                         LIMIT 1)),
+                   'ordertimeout', 'available', v_now
+            FROM rescued AS r;
+            GET DIAGNOSTICS v_rescued_payments = ROW_COUNT;
+        END IF;
+    END IF;
+
+    v_ids := v_ids || v_lost_ids;
+    v_versions := v_versions || v_lost_vers;
+    v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[v_lost]);
+
+    -- 4. Orders whose policy wants the gateway asked first get a check job
+    -- (worked by the sidecar) instead of a cancel.
+    WITH checking AS (
+        UPDATE ordertimeout.orders AS o
+        SET check_job_id = nextval('public.river_job_id_seq'),
+            timer_job_id = NULL
+        FROM unnest(v_ids, v_versions) AS t(order_id, version)
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND CASE coalesce(o.precheck, v_precheck)
+                  WHEN 'always' THEN true
+                  WHEN 'never' THEN false
+                  ELSE o.payment_attempted
+              END
+        RETURNING o.order_id, o.check_job_id, o.deadline_version
+    )
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    SELECT c.check_job_id, 'ordertimeout_precancel_check',
+           jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version),
+           'ordertimeout', 'available', v_now
+    FROM checking AS c;
+    GET DIAGNOSTICS v_checks = ROW_COUNT;
+
+    -- 5. Every claimed timer row has done its work or can no longer act.
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (v_job_ids);
+
+    -- 6. Cancel and release the rest, set-based. Last, because releasing
+    -- locks the batch's stock rows until the commit.
+    SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
+    INTO v_cancelled, v_caught
+    FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
+
+    RETURN QUERY SELECT v_timers + v_lost, v_cancelled, v_lost, v_checks + v_rescued_payments,
+                        v_timers + v_lost - v_cancelled - v_checks;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act)';
+
+CREATE OR REPLACE FUNCTION ordertimeout.cancel_due(max integer DEFAULT 1000)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT s.cancelled FROM ordertimeout.sweep_due(cancel_due.max) AS s);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_due(integer) IS
+    'cancels up to max due orders in one transaction and returns how many; safe from any number of sessions at once; runnable from pg_cron';
+
+CREATE OR REPLACE FUNCTION ordertimeout.preview_due(max integer DEFAULT 100)
+RETURNS TABLE (
+    order_id         text,
+    cancel_at        timestamptz,
+    overdue          interval,
+    deadline_version integer,
+    found_by         text,
+    action           text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_precheck text;
+BEGIN
+    PERFORM ordertimeout._check_max(preview_due.max);
+    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+
+    RETURN QUERY
+    SELECT d.order_id, d.cancel_at, v_now - d.cancel_at, d.deadline_version, d.found_by,
+           CASE WHEN CASE coalesce(d.precheck, v_precheck)
+                         WHEN 'always' THEN true
+                         WHEN 'never' THEN false
+                         ELSE d.payment_attempted
+                     END
+                THEN 'check' ELSE 'cancel' END
+    FROM (
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
+           FROM public.river_job AS r
+           JOIN ordertimeout.orders AS o
+             ON o.order_id = r.args ->> 'order_id'
+            AND o.deadline_version = (r.args ->> 'version')::integer
+            AND o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+          WHERE r.state = 'available'
+            AND r.queue = 'ordertimeout_expire'
+            AND r.priority = 1
+            AND r.scheduled_at <= v_now
+          ORDER BY r.scheduled_at
+          LIMIT preview_due.max)
+        UNION ALL
+        (SELECT o.order_id, o.cancel_at, o.deadline_version, 'sweep'::text, o.precheck, o.payment_attempted
+           FROM ordertimeout.orders AS o
+          WHERE o.status = 'PENDING'
+            AND o.check_job_id IS NULL
+            AND o.cancel_at <= v_now
+            AND NOT EXISTS (SELECT 1
+                              FROM public.river_job AS r
+                             WHERE r.id = o.timer_job_id
+                               AND r.finalized_at IS NULL)
+          ORDER BY o.cancel_at
+          LIMIT preview_due.max)
+    ) AS d
+    ORDER BY d.cancel_at, d.order_id
+    LIMIT preview_due.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.preview_due(integer) IS
+    'dry run of sweep_due: the orders it would cancel (action cancel) or hand to a gateway check (action check) now, found by their timer row or by the fallback sweep; changes nothing';
+
+-- For the sidecar's gateway check: cancels the order as a timeout if it is
+-- still PENDING at the version the check was made for.
+CREATE OR REPLACE FUNCTION ordertimeout.cancel_checked(
+    order_id         text,
+    deadline_version integer)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._require_order(cancel_checked.order_id);
+    IF cancel_checked.deadline_version IS NULL THEN
+        RAISE EXCEPTION 'deadline_version must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
+                                     ARRAY['timeout'], 'gateway check: not paid', false);
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
+    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version';
+
+CREATE OR REPLACE FUNCTION ordertimeout.next_due()
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT r.scheduled_at
+              FROM public.river_job AS r
+             WHERE r.state = 'available'
+               AND r.queue = 'ordertimeout_expire'
+               AND r.priority = 1
+             ORDER BY r.scheduled_at
+             LIMIT 1);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.next_due() IS 'when the earliest timer row comes due (NULL when there is none)';
+
+CREATE OR REPLACE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_wake timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    v_wake := least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep);
+    UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
+
+-- River's rescuer decides that a job is stuck by the client's wall clock
+-- (running since before client_now - RescueStuckJobsAfter): a sidecar whose
+-- clock is fast would hand a running gateway check to a second worker. The
+-- sidecar therefore sets River's rescuer far back and rescues the jobs of
+-- its queue here, by the database's clock. Mirrors what River's rescuer does
+-- to a stuck job: cancelled if a cancel was asked, discarded on its last
+-- attempt, otherwise available again at once; an error is recorded on it.
+CREATE OR REPLACE FUNCTION ordertimeout.rescue_stuck_jobs(running_for interval, max integer DEFAULT 1000)
+RETURNS TABLE (
+    retried   integer,
+    discarded integer,
+    cancelled integer)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    IF rescue_stuck_jobs.running_for IS NULL THEN
+        RAISE EXCEPTION 'running_for must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF rescue_stuck_jobs.running_for < interval '1 second'
+       OR rescue_stuck_jobs.running_for > interval '1 day' THEN
+        RAISE EXCEPTION 'running_for must be between 1 second and 1 day, got %', rescue_stuck_jobs.running_for
+            USING ERRCODE = 'OT141';
+    END IF;
+    PERFORM ordertimeout._check_max(rescue_stuck_jobs.max);
+
+    RETURN QUERY
+    WITH stuck AS (
+        SELECT r.id,
+               CASE
+                   WHEN r.metadata ? 'cancel_attempted_at' THEN 'cancelled'
+                   WHEN r.attempt >= r.max_attempts THEN 'discarded'
+                   ELSE 'available'
+               END::public.river_job_state AS next_state
+        FROM public.river_job AS r
+        WHERE r.state = 'running'
+          AND r.queue = 'ordertimeout'
+          AND r.attempted_at < v_now - rescue_stuck_jobs.running_for
+        ORDER BY r.id
+        LIMIT rescue_stuck_jobs.max
+        FOR UPDATE SKIP LOCKED
+    ), rescued AS (
+        UPDATE public.river_job AS r
+        SET state = s.next_state,
+            scheduled_at = CASE WHEN s.next_state = 'available' THEN v_now ELSE r.scheduled_at END,
+            finalized_at = CASE WHEN s.next_state = 'available' THEN NULL ELSE v_now END,
+            errors = array_append(r.errors, jsonb_build_object(
+                'at', v_now,
+                'attempt', greatest(r.attempt, 0),
+                'error', format('Stuck job rescued by ordertimeout.rescue_stuck_jobs: running since %s, over %s by the database clock',
+                                r.attempted_at, rescue_stuck_jobs.running_for),
+                'trace', ''))
+        FROM stuck AS s
+        WHERE r.id = s.id
+        RETURNING r.state
+    )
+    SELECT count(*) FILTER (WHERE x.state = 'available')::integer,
+           count(*) FILTER (WHERE x.state = 'discarded')::integer,
+           count(*) FILTER (WHERE x.state = 'cancelled')::integer
+    FROM rescued AS x;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.rescue_stuck_jobs(interval, integer) IS
+    'for the sidecar: hands back up to max jobs of queue ordertimeout that have been running longer than running_for by the database clock (their sidecar died): available again at once, discarded on their last attempt, cancelled if a cancel was asked; returns retried, discarded, cancelled';
+
+-- ------------------------------------------------------------------
+-- plpgsql/resolve_conflict.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION ordertimeout.resolve_conflict(
+    conflict_id bigint,
+    resolution  text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_conflict ordertimeout.conflicts;
+    v_outcome  text;
+    v_status   text;
+BEGIN
+    IF resolve_conflict.conflict_id IS NULL THEN
+        RAISE EXCEPTION 'conflict_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF resolve_conflict.resolution IS NULL THEN
+        RAISE EXCEPTION 'resolution must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    v_outcome := CASE resolve_conflict.resolution
+                     WHEN 'reinstate' THEN 'reinstated'
+                     WHEN 'refund' THEN 'refunded'
+                     WHEN 'manual' THEN 'manual'
+                 END;
+    IF v_outcome IS NULL THEN
+        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', resolve_conflict.resolution
+            USING ERRCODE = 'OT131';
+    END IF;
+
+    SELECT c.* INTO v_conflict
+    FROM ordertimeout.conflicts AS c
+    WHERE c.conflict_id = resolve_conflict.conflict_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conflict_id % is unknown', resolve_conflict.conflict_id
+            USING ERRCODE = 'OT130';
+    END IF;
+
+    -- Exactly once: a repeat of the same resolution is answered, another one refused.
+    IF v_conflict.resolution IS NOT NULL THEN
+        IF v_conflict.resolution = v_outcome THEN
+            RETURN v_outcome;
+        END IF;
+        RAISE EXCEPTION 'conflict % is already resolved as %', resolve_conflict.conflict_id, v_conflict.resolution
+            USING ERRCODE = 'OT133';
+    END IF;
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = v_conflict.order_id
+    FOR NO KEY UPDATE;
+
+    IF v_outcome = 'reinstated' THEN
+        IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
+            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order paid late)',
+                resolve_conflict.conflict_id, v_conflict.kind, v_status
+                USING ERRCODE = 'OT132';
+        END IF;
+        PERFORM ordertimeout._reclaim(v_conflict.order_id, v_now);
+        UPDATE ordertimeout.orders AS o
+        SET status = 'PAID',
+            paid_at = v_now,
+            cancelled_at = NULL,
+            cancel_cause = NULL,
+            cancel_reason = NULL,
+            closed_at = NULL,
+            deadline_version = o.deadline_version + 1
+        WHERE o.order_id = v_conflict.order_id
+          AND o.status IN ('CANCELLED', 'CLOSED');
+        UPDATE ordertimeout.payments AS p
+        SET status = 'confirmed'
+        WHERE p.payment_id = v_conflict.payment_id;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, 'PAID', 'conflict', v_now,
+            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                               'payment_id', v_conflict.payment_id),
+            webhook => true);
+    ELSE
+        IF v_outcome = 'refunded' THEN
+            UPDATE ordertimeout.payments AS p
+            SET status = 'refunded'
+            WHERE p.payment_id = v_conflict.payment_id;
+        END IF;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                               'payment_id', v_conflict.payment_id),
+            webhook => true);
+    END IF;
+
+    UPDATE ordertimeout.conflicts AS c
+    SET resolution = v_outcome,
+        resolved_at = v_now,
+        resolved_by = ordertimeout._actor()
+    WHERE c.conflict_id = resolve_conflict.conflict_id
+      AND c.resolution IS NULL;
+    RETURN v_outcome;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text) IS
+    'resolves a late or double payment exactly once: reinstate (take the stock back and mark the order paid; OT132 when not possible), refund (the money was returned at the gateway) or manual; returns reinstated, refunded or manual';
+
+CREATE OR REPLACE FUNCTION ordertimeout.open_conflicts(max integer DEFAULT 1000)
+RETURNS TABLE (
+    conflict_id bigint,
+    order_id    text,
+    payment_id  text,
+    kind        text,
+    amount      numeric,
+    detected_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._check_max(open_conflicts.max);
+    RETURN QUERY
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at
+    FROM ordertimeout.conflicts AS c
+    WHERE c.resolution IS NULL
+    ORDER BY c.detected_at, c.conflict_id
+    LIMIT open_conflicts.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
+    'unresolved late or double payments, oldest first: what the sidecar picks up after every (re)connect of its LISTEN';
+
+-- ------------------------------------------------------------------
+-- plpgsql/admin.sql (as in 000009)
+-- ------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION ordertimeout.put_stock(
+    sku text,
+    qty bigint)
+RETURNS ordertimeout.stock
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.stock;
+BEGIN
+    IF put_stock.sku IS NULL THEN
+        RAISE EXCEPTION 'sku must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(put_stock.sku) NOT BETWEEN 1 AND 64 OR put_stock.sku ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'sku must be 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT142';
+    END IF;
+    IF put_stock.qty IS NULL THEN
+        RAISE EXCEPTION 'qty must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_stock.qty NOT BETWEEN 0 AND 1000000000000000 THEN
+        RAISE EXCEPTION 'qty must be between 0 and 10^15, got %', put_stock.qty
+            USING ERRCODE = 'OT143';
+    END IF;
+
+    INSERT INTO ordertimeout.stock AS s (sku, available)
+    VALUES (put_stock.sku, put_stock.qty)
+    ON CONFLICT ON CONSTRAINT stock_pkey DO UPDATE
+    SET available = excluded.available
+    RETURNING s.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_stock(text, bigint) IS
+    'sets the units of sku available to order (creating the sku); reserved and sold are not touched; safe to repeat';
+
+CREATE OR REPLACE FUNCTION ordertimeout.put_points(
+    account_id text,
+    balance    bigint)
+RETURNS ordertimeout.points_accounts
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.points_accounts;
+BEGIN
+    IF put_points.account_id IS NULL THEN
+        RAISE EXCEPTION 'account_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF char_length(put_points.account_id) NOT BETWEEN 1 AND 64 OR put_points.account_id ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'account_id must be 1 to 64 characters without control characters'
+            USING ERRCODE = 'OT146';
+    END IF;
+    IF put_points.balance IS NULL THEN
+        RAISE EXCEPTION 'balance must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_points.balance NOT BETWEEN 0 AND 1000000000000000 THEN
+        RAISE EXCEPTION 'balance must be between 0 and 10^15, got %', put_points.balance
+            USING ERRCODE = 'OT143';
+    END IF;
+
+    INSERT INTO ordertimeout.points_accounts AS a (account_id, balance)
+    VALUES (put_points.account_id, put_points.balance)
+    ON CONFLICT ON CONSTRAINT points_accounts_pkey DO UPDATE
+    SET balance = excluded.balance
+    WHERE a.held <= excluded.balance
+    RETURNING a.* INTO v_row;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'balance % is below the % points that live orders hold on account "%"',
+            put_points.balance,
+            (SELECT a.held FROM ordertimeout.points_accounts AS a WHERE a.account_id = put_points.account_id),
+            put_points.account_id
+            USING ERRCODE = 'OT147';
+    END IF;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_points(text, bigint) IS
+    'sets the points balance of an account (creating it); never below what live orders hold; safe to repeat';
+
+CREATE OR REPLACE FUNCTION ordertimeout.configure(
+    default_timeout interval DEFAULT NULL,
+    grace           interval DEFAULT NULL,
+    paying_window   interval DEFAULT NULL,
+    precheck        text DEFAULT NULL,
+    late_payment    text DEFAULT NULL,
+    webhooks        boolean DEFAULT NULL,
+    remind_before   interval DEFAULT NULL)
+RETURNS ordertimeout.settings
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.settings;
+BEGIN
+    IF configure.default_timeout <= interval '0' OR configure.default_timeout > interval '30 days' THEN
+        RAISE EXCEPTION 'default_timeout must be more than 0 and at most 30 days, got %', configure.default_timeout
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.grace < interval '0' OR configure.grace > interval '1 day' THEN
+        RAISE EXCEPTION 'grace must be between 0 and 1 day, got %', configure.grace
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.paying_window <= interval '0' OR configure.paying_window > interval '30 days' THEN
+        RAISE EXCEPTION 'paying_window must be more than 0 and at most 30 days, got %', configure.paying_window
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.precheck NOT IN ('attempted', 'always', 'never') THEN
+        RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', configure.precheck
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', configure.late_payment
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.remind_before < interval '0' THEN
+        RAISE EXCEPTION 'remind_before must not be negative (0 turns reminders off), got %', configure.remind_before
+            USING ERRCODE = 'OT145';
+    END IF;
+
+    UPDATE ordertimeout.settings AS s
+    SET default_timeout = coalesce(configure.default_timeout, s.default_timeout),
+        grace = coalesce(configure.grace, s.grace),
+        paying_window = coalesce(configure.paying_window, s.paying_window),
+        precheck = coalesce(configure.precheck, s.precheck),
+        late_payment = coalesce(configure.late_payment, s.late_payment),
+        webhooks = coalesce(configure.webhooks, s.webhooks),
+        remind_before = CASE
+                            WHEN configure.remind_before IS NULL THEN s.remind_before
+                            WHEN configure.remind_before = interval '0' THEN NULL
+                            ELSE configure.remind_before
+                        END
+    RETURNING s.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval) IS
+    'changes settings; a NULL argument leaves that setting as it is; returns the settings';
+
+DROP FUNCTION ordertimeout._is_timer_args(jsonb);
+DROP FUNCTION ordertimeout._is_identifier(text, integer);
+DROP FUNCTION ordertimeout._is_plain_text(text, integer);
+
+ALTER TABLE ordertimeout.conflicts
+    DROP CONSTRAINT conflicts_amount_finite,
+    DROP CONSTRAINT conflicts_currency_iso,
+    DROP CONSTRAINT conflicts_state_known,
+    DROP CONSTRAINT conflicts_resolved_state,
+    DROP CONSTRAINT conflicts_refund_started_ends_refunded,
+    DROP CONSTRAINT conflicts_refunding_has_start,
+    DROP COLUMN currency,
+    DROP COLUMN state,
+    DROP COLUMN refund_started_at,
+    DROP COLUMN refund_started_by,
+    DROP COLUMN refund_id;
+ALTER TABLE ordertimeout.payments
+    DROP CONSTRAINT payments_amount_finite,
+    DROP CONSTRAINT payments_currency_iso,
+    DROP COLUMN currency,
+    ADD CONSTRAINT payments_amount_not_negative CHECK (amount >= 0);
+ALTER TABLE ordertimeout.orders
+    DROP CONSTRAINT orders_amount_finite,
+    ADD CONSTRAINT orders_amount_not_negative CHECK (amount >= 0);
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ordertimeout FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ordertimeout.confirm_payment(text, text, numeric)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.open_conflicts(integer)
+TO ordertimeout_sidecar, ordertimeout_admin;
+GRANT SELECT ON ordertimeout.sweep_stats TO ordertimeout_sidecar, ordertimeout_admin;
