@@ -27,14 +27,15 @@ type item struct {
 // index only, so that a replay creates the same orders whatever the
 // interleaving.
 type spec struct {
-	ID      string
-	Items   []item
-	Timeout time.Duration
-	Options map[string]any
-	Amount  string // options.amount, "" when there is none
-	Coupon  string
-	Account string
-	Points  int64
+	ID       string
+	Items    []item
+	Timeout  time.Duration
+	Options  map[string]any
+	Amount   string // options.amount, "" when there is none
+	Currency string // options.currency, given with every amount
+	Coupon   string
+	Account  string
+	Points   int64
 	// PayAfter and CancelAfter: how long after its creation the buyer of
 	// this order may confirm a payment or cancel (-1: never). Some orders
 	// are paid around their deadline (racing their timeout), some long
@@ -88,8 +89,9 @@ func newSpec(seed uint64, i int) spec {
 	}
 	if r.IntN(10) < 3 {
 		sp.Amount = fmt.Sprintf("%d.%02d", 1+r.IntN(200), r.IntN(100))
+		sp.Currency = []string{"EUR", "EUR", "USD", "JPY"}[r.IntN(4)]
 		sp.Options["amount"] = json.Number(sp.Amount)
-		sp.Options["currency"] = "EUR"
+		sp.Options["currency"] = sp.Currency
 	}
 	switch r.IntN(10) {
 	case 0:
@@ -150,14 +152,18 @@ type call struct {
 	Op         string
 	Order      string
 	Payment    string
-	Arg        string // cancel's reason, resolve's resolution, confirm's amount, check's action
+	Arg        string // cancel's reason, resolve's resolution, confirm's amount, check's action, finish's refund id
+	Currency   string // confirm: the payment's currency ("" for none: the order's)
 	Conflict   int64
 	Start, End time.Time
 	Result     string // the answer, as text
 	Created    bool   // create: the created column
 	N          [5]int // sweep: claimed, cancelled, caught_by_sweep, checks, moot; close: closed
 	Code       string // the SQLSTATE when the call failed
-	Repeat     bool   // begin: a payment id begun before; confirm: the amount differs from the order's
+	Repeat     bool   // begin: a payment id begun before
+	Wrong      bool   // confirm: the amount or the currency differs from the order's
+	Poison     bool   // confirm, create: an amount or currency that must be refused (OT126, OT128, OT114)
+	Fault      string // finish: "rollback" or "die" when its transaction never committed
 	Alt        bool   // create: other content than the order's spec
 	Lost       bool   // lose-timer: a timer row was deleted
 	Unexpected string // why the answer breaks the model; "" when it does not
@@ -166,7 +172,8 @@ type call struct {
 func (c *call) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d s%d %s", c.Seq, c.Session, c.Op)
-	for _, f := range []struct{ k, v string }{{"order", c.Order}, {"payment", c.Payment}, {"arg", c.Arg}} {
+	for _, f := range []struct{ k, v string }{{"order", c.Order}, {"payment", c.Payment}, {"arg", c.Arg},
+		{"currency", c.Currency}, {"fault", c.Fault}} {
 		if f.v != "" {
 			fmt.Fprintf(&b, " %s=%q", f.k, f.v)
 		}
@@ -198,10 +205,14 @@ type model struct {
 	mu       sync.Mutex
 	returned []*order // orders whose first create returned, in that order
 	calls    []*call
+	// refunds is the payment gateway's ledger, as the sidecar's resolve
+	// worker sees it: the refund id of every payment refunded, by the
+	// idempotency key (the payment id). A key refunds once.
+	refunds map[string]string
 }
 
 func newModel(seed uint64, orders int) *model {
-	m := &model{seed: seed, duration: *durationFlag, byID: make(map[string]*order, orders)}
+	m := &model{seed: seed, duration: *durationFlag, byID: make(map[string]*order, orders), refunds: make(map[string]string)}
 	for i := range orders {
 		o := &order{spec: newSpec(seed, i)}
 		m.orders = append(m.orders, o)
@@ -290,6 +301,7 @@ func (m *model) summary() string {
 type session struct {
 	m    *model
 	id   int
+	url  string // to connect again after the session's backend was made to die
 	conn *pgx.Conn
 	rand *rand.Rand
 	last *call // the session's latest recorded call
@@ -369,6 +381,12 @@ func (s *session) step(ctx context.Context) error {
 		return err
 	case w < 33:
 		return s.preview(ctx)
+	case w < 37:
+		return s.refundWorker(ctx)
+	case w < 38:
+		return s.finishOutOfTurn(ctx)
+	case w < 39:
+		return s.poisonCreate(ctx)
 	}
 
 	// Work on one order, as its buyer or the gateway would.
@@ -392,6 +410,8 @@ func (s *session) step(ctx context.Context) error {
 		return s.recreate(ctx, o)
 	case w >= 83 && w < 85:
 		return s.loseTimer(ctx, o)
+	case w >= 85 && w < 89:
+		return s.poisonConfirm(ctx, o)
 	default:
 		return s.info(ctx, o)
 	}
@@ -503,23 +523,10 @@ func (s *session) confirm(ctx context.Context, o *order, payment string) error {
 			c.Payment = known[s.rand.IntN(len(known))]
 		}
 	}
-	var amount *string
-	switch r := s.rand.IntN(10); {
-	case o.spec.Amount != "" && r < 7:
-		amount = &o.spec.Amount
-	case o.spec.Amount != "" && r == 9 && payment == "":
-		wrong := o.spec.Amount + "1"
-		amount, c.Repeat = &wrong, true
-	case o.spec.Amount == "" && r < 2:
-		some := "5.00"
-		amount = &some
-	}
-	if amount != nil {
-		c.Arg = *amount
-	}
+	s.money(c, o.spec, payment == "")
 	err := s.do(c, func() error {
-		return s.conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)`,
-			o.spec.ID, c.Payment, amount).Scan(&c.Result)
+		return s.conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
+			o.spec.ID, c.Payment, nullable(c.Arg), nullable(c.Currency)).Scan(&c.Result)
 	})
 	if err != nil {
 		return err
@@ -630,8 +637,25 @@ func (s *session) sweep(ctx context.Context, max int) error {
 	return nil
 }
 
-// resolve resolves a conflict, mostly an open one, sometimes any (a repeat or
-// a second opinion).
+// answersOf lists, per resolution, what resolve_conflict may answer: a refund
+// is claimed (refunding) until the sidecar records it (refunded).
+var answersOf = map[string][]string{
+	"reinstate": {"reinstated"},
+	"refund":    {"refunding", "refunded"},
+	"manual":    {"manual"},
+}
+
+// outcomeOf is the resolution a conflict ends in after resolve_conflict
+// answered answer.
+func outcomeOf(answer string) string {
+	if answer == "refunding" {
+		return "refunded"
+	}
+	return answer
+}
+
+// resolve resolves a conflict as an admin would, mostly an open one,
+// sometimes any (a repeat, a second opinion, or one being refunded).
 func (s *session) resolve(ctx context.Context) error {
 	query := `SELECT c.conflict_id, c.order_id FROM ordertimeout.conflicts AS c WHERE c.resolution IS NULL ORDER BY c.conflict_id LIMIT 50`
 	if s.rand.IntN(5) == 0 {
@@ -668,12 +692,17 @@ func (s *session) resolve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	allow(c, "OT132", "OT133")
+	switch c.Arg {
+	case "reinstate":
+		allow(c, "OT132", "OT133", "OT134")
+	default:
+		allow(c, "OT133", "OT134")
+	}
 	if c.Code != "" {
 		return nil
 	}
-	if want := map[string]string{"reinstate": "reinstated", "refund": "refunded", "manual": "manual"}[c.Arg]; c.Result != want {
-		c.Unexpected = fmt.Sprintf("resolve_conflict(%s) answers %s", c.Arg, want)
+	if !slices.Contains(answersOf[c.Arg], c.Result) {
+		c.Unexpected = fmt.Sprintf("resolve_conflict(%s) answers %v", c.Arg, answersOf[c.Arg])
 	}
 	if c.Result == "reinstated" {
 		s.m.mu.Lock()
@@ -747,7 +776,9 @@ RETURNING r.args ->> 'order_id', (r.args ->> 'version')::integer`).Scan(&orderID
 	}
 	err = s.do(c, func() error {
 		if c.Payment != "" {
-			if err := tx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2)`, orderID, c.Payment).Scan(&c.Result); err != nil {
+			// The gateway's answer: the order's amount, in its currency.
+			if err := tx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
+				orderID, c.Payment, nullable(o.spec.Amount), nullable(o.spec.Currency)).Scan(&c.Result); err != nil {
 				return err
 			}
 		} else {
@@ -903,7 +934,7 @@ WHERE o.status IN ('PENDING', 'PAYING')`).Scan(&live, &next); err != nil {
 			return fmt.Errorf("count live orders: %w", err)
 		}
 		if live == 0 {
-			return nil
+			return s.drainRefunds(ctx)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d orders still PENDING or PAYING after a minute of draining (earliest cancel_at %v)", live, next)

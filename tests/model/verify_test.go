@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,10 +80,11 @@ func (m *model) verify(s *dbstate.State) []string {
 			bad("order %s has items %v, want %v", id, got.Items, want)
 		}
 		if deref(got.CouponID) != o.spec.Coupon || deref(got.PointsAccount) != o.spec.Account ||
-			(got.Points != nil && *got.Points != o.spec.Points) || deref(got.Amount) != o.spec.Amount {
-			bad("order %s has coupon %q, points %v of %q, amount %q; want %q, %d of %q, %q", id,
-				deref(got.CouponID), got.Points, deref(got.PointsAccount), deref(got.Amount),
-				o.spec.Coupon, o.spec.Points, o.spec.Account, o.spec.Amount)
+			(got.Points != nil && *got.Points != o.spec.Points) || deref(got.Amount) != o.spec.Amount ||
+			deref(got.Currency) != o.spec.Currency {
+			bad("order %s has coupon %q, points %v of %q, amount %q %q; want %q, %d of %q, %q %q", id,
+				deref(got.CouponID), got.Points, deref(got.PointsAccount), deref(got.Amount), deref(got.Currency),
+				o.spec.Coupon, o.spec.Points, o.spec.Account, o.spec.Amount, o.spec.Currency)
 		}
 		if d := got.ExpireAt.Sub(got.CreatedAt); d != o.spec.Timeout+extended {
 			bad("order %s expires %v after its creation, want %v + %v extended", id, d, o.spec.Timeout, extended)
@@ -97,6 +99,21 @@ func (m *model) verify(s *dbstate.State) []string {
 	for id := range s.Orders {
 		if m.byID[id] == nil {
 			bad("order %s exists but the model never created it", id)
+		}
+	}
+
+	// Per payment: whether some confirmation gave it the order's amount and
+	// currency (or none), and whether some gave another.
+	calledRight := make(map[string]bool)
+	calledWrong := make(map[string]bool)
+	for _, c := range m.calls {
+		if c.Code != "" || c.Payment == "" || !(c.Op == "confirm" || c.Op == "check" && c.Arg == "confirm") {
+			continue
+		}
+		if c.Wrong {
+			calledWrong[c.Payment] = true
+		} else {
+			calledRight[c.Payment] = true
 		}
 	}
 
@@ -142,6 +159,9 @@ func (m *model) verify(s *dbstate.State) []string {
 					(paidBy != 1 && !(hasConflict && deref(cf.Resolution) == "reinstated")) {
 					bad("%v: the order is %v, the payment %v, %d events of this payment paying it", c, statusOf(o), p, paidBy)
 				}
+				if c.Wrong && !calledRight[c.Payment] {
+					bad("%v: the wrong amount or currency answered paid, and no confirmation of the payment gave the right one", c)
+				}
 			case "conflict":
 				cf, ok := conflictByPayment[c.Payment]
 				if !ok {
@@ -160,10 +180,15 @@ func (m *model) verify(s *dbstate.State) []string {
 					bad("%v: no event recorded conflict %d", c, cf.ID)
 				case cf.Kind == "late_payment" && !dbstate.Cancelled(deref(at.From)),
 					cf.Kind == "double_payment" && !dbstate.Paid(deref(at.From)),
-					cf.Kind == "amount_mismatch" && !dbstate.Live(deref(at.From)):
+					cf.Kind == "amount_mismatch" && dbstate.Paid(deref(at.From)):
 					bad("%v: conflict %d is a %s but the order was %s then", c, cf.ID, cf.Kind, deref(at.From))
-				case c.Repeat && cf.Kind != "amount_mismatch" && dbstate.Live(deref(at.From)):
-					bad("%v: the wrong amount on a %s order is conflict %d of kind %s", c, deref(at.From), cf.ID, cf.Kind)
+				case cf.Kind == "late_payment" && !calledRight[c.Payment],
+					cf.Kind == "amount_mismatch" && !calledWrong[c.Payment]:
+					bad("%v: conflict %d is a %s, but %s", c, cf.ID, cf.Kind,
+						map[bool]string{true: "every confirmation of the payment gave a wrong amount or currency",
+							false: "no confirmation of the payment gave a wrong amount or currency"}[cf.Kind == "late_payment"])
+				case at.To != map[string]string{"CLOSED": "CANCELLED"}[deref(at.From)] && at.To != deref(at.From):
+					bad("%v: conflict %d took the order from %s to %s", c, cf.ID, deref(at.From), at.To)
 				}
 			}
 		case "cancel":
@@ -200,9 +225,12 @@ func (m *model) verify(s *dbstate.State) []string {
 			if c.Code == "" {
 				n.closed += c.N[0]
 			}
-		case "resolve":
+		case "resolve", "claim":
 			if c.Code == "" {
 				resolutions[c.Conflict] = append(resolutions[c.Conflict], c)
+			}
+			if c.Code == "OT134" && deref(conflictByID[c.Conflict].Resolution) != "refunded" {
+				bad("%v: refused as being refunded, but the conflict ends resolved %q", c, deref(conflictByID[c.Conflict].Resolution))
 			}
 			if c.Code == "OT133" {
 				if cf := conflictByID[c.Conflict]; cf.Resolution == nil || *cf.Resolution == map[string]string{
@@ -266,21 +294,16 @@ func (m *model) verify(s *dbstate.State) []string {
 		bad("extend_deadline calls and PENDING -> PENDING events differ by %d", extends)
 	}
 
-	// Conflicts: resolved once, every answer the same, one event each; an
-	// amount mismatch only where a call gave a wrong amount.
-	wrongAmount := make(map[string]bool)
-	for _, c := range m.calls {
-		if c.Op == "confirm" && c.Repeat {
-			wrongAmount[c.Payment] = true
-		}
-	}
+	// Conflicts: resolved once, every answer the same (a refund claimed is
+	// the refund that ends it), one event each; an amount mismatch only
+	// where a call gave a wrong amount or currency.
 	for _, cf := range s.Conflicts {
-		if cf.Kind == "amount_mismatch" && !wrongAmount[cf.PaymentID] {
-			bad("conflict %d on order %s is an amount mismatch, but no call gave payment %s a wrong amount", cf.ID, cf.OrderID, cf.PaymentID)
+		if cf.Kind == "amount_mismatch" && !calledWrong[cf.PaymentID] {
+			bad("conflict %d on order %s is an amount mismatch, but no call gave payment %s a wrong amount or currency", cf.ID, cf.OrderID, cf.PaymentID)
 		}
 		resolvedBy := 0
 		for _, e := range events[cf.OrderID] {
-			if id, ok := e.DetailInt("conflict_id"); ok && id == cf.ID && e.Cause == "conflict" {
+			if id, resolution, ok := dbstate.ResolutionOf(e); ok && id == cf.ID && resolution != "refunding" {
 				resolvedBy++
 				if deref(cf.Resolution) == "reinstated" && e.To != "PAID" {
 					bad("conflict %d was reinstated by event %d to %s", cf.ID, e.ID, e.To)
@@ -291,11 +314,12 @@ func (m *model) verify(s *dbstate.State) []string {
 			bad("conflict %d (resolution %v) has %d resolution events, want %d", cf.ID, deref(cf.Resolution), resolvedBy, want)
 		}
 		for _, c := range resolutions[cf.ID] {
-			if c.Result != deref(cf.Resolution) {
+			if outcomeOf(c.Result) != deref(cf.Resolution) {
 				bad("%v: the conflict ends resolved %q", c, deref(cf.Resolution))
 			}
 		}
 	}
+	out = append(out, m.verifyMoney(s)...)
 
 	// River's job rows after the drain.
 	var expires, checks int
@@ -434,7 +458,8 @@ func (m *model) requireCoverage(t *testing.T) {
 			seen[c.Op+":"+c.Result] = true
 		}
 	}
-	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true"} {
+	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true",
+		"confirm:OT126", "confirm:OT128", "create:OT126", "claim:refunding", "finish:refunded", "resolve:OT134"} {
 		require.True(t, seen[want], "seed %d: the run never saw %s", m.seed, want)
 	}
 }
@@ -467,4 +492,67 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// verifyMoney checks the money dimension of the run against the drained
+// database: refused amounts left no trace; every refund the gateway made is
+// the recorded resolution of its conflict, by the same refund id, and no
+// conflict is recorded refunded that the gateway never refunded; no refund is
+// left half done; every refund claimed ended refunded.
+func (m *model) verifyMoney(s *dbstate.State) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	conflictByPayment := make(map[string]dbstate.Conflict)
+	for _, cf := range s.Conflicts {
+		conflictByPayment[cf.PaymentID] = cf
+	}
+	mentions := make(map[string][]int64) // payment id -> events naming it
+	for _, e := range s.Events {
+		if p := e.DetailString("payment_id"); p != "" {
+			mentions[p] = append(mentions[p], e.ID)
+		}
+	}
+	for _, c := range m.calls {
+		switch {
+		case c.Poison && c.Op == "confirm" && strings.HasPrefix(c.Payment, "poison-"):
+			_, hasPayment := s.Payments[c.Payment]
+			_, hasConflict := conflictByPayment[c.Payment]
+			if hasPayment || hasConflict || len(mentions[c.Payment]) > 0 {
+				bad("%v: refused, but left a payment row %v, a conflict %v, events %v", c, hasPayment, hasConflict, mentions[c.Payment])
+			}
+		case c.Op == "finish" && c.Fault == "" && c.Code == "":
+			if cf := conflictByPayment[c.Payment]; deref(cf.Resolution) != "refunded" {
+				bad("%v: recorded, but the conflict ends %s %q", c, cf.State, deref(cf.Resolution))
+			}
+		case c.Op == "finish-out-of-turn" && c.Code == "" && c.Result == "refunded":
+			if cf := conflictByPayment[c.Payment]; deref(cf.RefundID) == c.Arg {
+				bad("%v: a repeat on a refunded conflict, but it recorded its own refund id", c)
+			}
+		}
+	}
+
+	m.mu.Lock()
+	refunds := maps.Clone(m.refunds)
+	m.mu.Unlock()
+	for _, p := range slices.Sorted(maps.Keys(refunds)) {
+		cf, ok := conflictByPayment[p]
+		pay := s.Payments[p]
+		switch {
+		case !ok || pay == nil:
+			bad("payment %s was refunded at the gateway but has no conflict (%v) or no payment row (%v)", p, ok, pay != nil)
+		case deref(cf.Resolution) != "refunded" || deref(cf.RefundID) != refunds[p] || pay.Status != "refunded":
+			bad("payment %s of order %s was refunded at the gateway (%s), but conflict %d is %s %q with refund id %q and the payment is %s",
+				p, cf.OrderID, refunds[p], cf.ID, cf.State, deref(cf.Resolution), deref(cf.RefundID), pay.Status)
+		}
+	}
+	for _, cf := range s.Conflicts {
+		switch {
+		case cf.State == "refunding":
+			bad("conflict %d on order %s is still refunding after the drain", cf.ID, cf.OrderID)
+		case deref(cf.Resolution) == "refunded" && refunds[cf.PaymentID] == "":
+			bad("conflict %d on order %s is recorded refunded, but the gateway never refunded payment %s", cf.ID, cf.OrderID, cf.PaymentID)
+		}
+	}
+	return out
 }
