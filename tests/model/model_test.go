@@ -93,7 +93,7 @@ func TestModel(t *testing.T) {
 				return
 			}
 			s := &session{m: m, id: i, url: url, conn: conn, rand: rand.New(rand.NewPCG(seed, uint64(1000+i)))}
-			defer func() { s.conn.Close(context.Background()) }()
+			defer s.close()
 			errs[i] = s.run(ctx, deadline)
 		})
 	}
@@ -108,7 +108,7 @@ func TestModel(t *testing.T) {
 	conn, err := connect(ctx, url, -1)
 	require.NoError(t, err, "seed %d", seed)
 	drainer := &session{m: m, id: -1, url: url, conn: conn, rand: rand.New(rand.NewPCG(seed, 999))}
-	defer func() { drainer.conn.Close(context.Background()) }()
+	defer drainer.close()
 	drainStart := time.Now()
 	require.NoError(t, drainer.drain(ctx), "seed %d: drain", seed)
 	t.Logf("model: drained in %v", time.Since(drainStart).Round(time.Millisecond))

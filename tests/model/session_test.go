@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 )
 
 // item is one entry of create_order's items.
@@ -299,19 +301,29 @@ func (m *model) summary() string {
 
 // session is one connection running random operations.
 type session struct {
-	m    *model
-	id   int
-	url  string // to connect again after the session's backend was made to die
-	conn *pgx.Conn
-	rand *rand.Rand
-	last *call // the session's latest recorded call
+	m     *model
+	id    int
+	url   string // to connect again after the session's backend was made to die
+	conn  *pgx.Conn
+	conn2 *pgx.Conn // the second connection of closeRace, opened on first use
+	rand  *rand.Rand
+	last  *call // the session's latest recorded call (under m.mu)
+}
+
+// close closes the session's connections.
+func (s *session) close() {
+	s.conn.Close(context.Background())
+	if s.conn2 != nil {
+		s.conn2.Close(context.Background())
+	}
 }
 
 // errSkip tells do that the operation had nothing to act on.
 var errSkip = errors.New("nothing to do")
 
 // do runs fn as call c and records it. An error that is not an SQL error (a
-// broken connection, a cancelled context) ends the session.
+// broken connection, a cancelled context) ends the session. Two calls of one
+// session may run at once (closeRace), each on a connection of its own.
 func (s *session) do(c *call, fn func() error) error {
 	c.Seq = s.m.seq.Add(1)
 	c.Session = s.id
@@ -331,8 +343,8 @@ func (s *session) do(c *call, fn func() error) error {
 	}
 	s.m.mu.Lock()
 	s.m.calls = append(s.m.calls, c)
-	s.m.mu.Unlock()
 	s.last = c
+	s.m.mu.Unlock()
 	return nil
 }
 
@@ -368,6 +380,9 @@ func (s *session) step(ctx context.Context) error {
 	if i, ok := s.m.dueCreate(time.Now()); ok {
 		return s.create(ctx, s.m.orders[i], false)
 	}
+	if s.rand.IntN(300) == 0 {
+		return s.checkInvariants(ctx)
+	}
 	// Work on no order in particular.
 	switch w := s.rand.IntN(100); {
 	case w < 20:
@@ -381,6 +396,8 @@ func (s *session) step(ctx context.Context) error {
 		return err
 	case w < 33:
 		return s.preview(ctx)
+	case w < 34:
+		return s.closeRace(ctx)
 	case w < 37:
 		return s.refundWorker(ctx)
 	case w < 38:
@@ -524,16 +541,25 @@ func (s *session) confirm(ctx context.Context, o *order, payment string) error {
 		}
 	}
 	s.money(c, o.spec, payment == "")
-	err := s.do(c, func() error {
-		return s.conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
-			o.spec.ID, c.Payment, nullable(c.Arg), nullable(c.Currency)).Scan(&c.Result)
-	})
-	if err != nil {
+	if err := s.do(c, func() error { return confirmOn(ctx, s.conn, o, c) }); err != nil {
 		return err
 	}
+	s.judgeConfirm(o, c, fresh)
+	return nil
+}
+
+// confirmOn runs confirmation c of order o on conn.
+func confirmOn(ctx context.Context, conn *pgx.Conn, o *order, c *call) error {
+	return conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
+		o.spec.ID, c.Payment, nullable(c.Arg), nullable(c.Currency)).Scan(&c.Result)
+}
+
+// judgeConfirm judges the answer of confirmation c of o and records what it
+// proves; fresh says its payment id is new.
+func (s *session) judgeConfirm(o *order, c *call, fresh bool) {
 	allow(c, s.unknownAllowed(o, c))
 	if c.Code != "" {
-		return nil
+		return
 	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
@@ -549,7 +575,6 @@ func (s *session) confirm(ctx context.Context, o *order, payment string) error {
 	if fresh {
 		o.payments = append(o.payments, c.Payment)
 	}
-	return nil
 }
 
 func (s *session) fail(ctx context.Context, o *order, payment string) error {
@@ -716,21 +741,162 @@ func (s *session) resolve(ctx context.Context) error {
 
 func (s *session) closeCancelled(ctx context.Context) error {
 	older := time.Duration(s.rand.IntN(300)) * time.Millisecond
-	max := 1 + s.rand.IntN(20)
-	c := &call{Op: "close", Arg: fmt.Sprintf("older than %v, max %d", older, max)}
-	err := s.do(c, func() error {
-		err := s.conn.QueryRow(ctx, `SELECT ordertimeout.close_cancelled($1, $2)`, older, max).Scan(&c.N[0])
-		c.Result = fmt.Sprint(c.N[0])
+	c := closeCall(older, 1+s.rand.IntN(20))
+	if err := s.do(c, func() error { return closeOn(ctx, s.conn, c) }); err != nil {
 		return err
+	}
+	judgeClose(c)
+	return nil
+}
+
+// closeCall is a close_cancelled call; N[1] holds its max, N[2] its
+// older_than in milliseconds.
+func closeCall(older time.Duration, max int) *call {
+	return &call{Op: "close", Arg: fmt.Sprintf("older than %v, max %d", older, max), N: [5]int{0, max, int(older.Milliseconds())}}
+}
+
+// closeOn runs close_cancelled call c on conn.
+func closeOn(ctx context.Context, conn *pgx.Conn, c *call) error {
+	older := time.Duration(c.N[2]) * time.Millisecond
+	err := conn.QueryRow(ctx, `SELECT ordertimeout.close_cancelled($1, $2)`, older, c.N[1]).Scan(&c.N[0])
+	c.Result = fmt.Sprint(c.N[0])
+	return err
+}
+
+func judgeClose(c *call) {
+	allow(c)
+	if c.Code == "" && c.N[0] > c.N[1] {
+		c.Unexpected = "closed more than max"
+	}
+}
+
+// closeRace confirms a late payment of a recently cancelled order, on the
+// session's second connection, against close_cancelled closing every
+// cancelled order without an open conflict: both let go at once, or the
+// close in a REPEATABLE READ transaction whose snapshot was taken before the
+// payment committed (then it may fail with 40001). The order must end
+// CANCELLED with its conflict, or CLOSED without one, never CLOSED with an
+// open conflict.
+func (s *session) closeRace(ctx context.Context) error {
+	o := s.m.cancelledRecently(s.rand)
+	if o == nil {
+		return s.closeCancelled(ctx)
+	}
+	if s.conn2 == nil {
+		conn, err := connect(ctx, s.url, s.id)
+		if err != nil {
+			return err
+		}
+		s.conn2 = conn
+	}
+	pay := &call{Op: "confirm", Order: o.spec.ID, Payment: s.m.newPayment()}
+	s.money(pay, o.spec, true)
+	cl := closeCall(0, 1000)
+	if s.rand.IntN(2) == 0 {
+		return s.closeAfterSnapshot(ctx, o, pay, cl)
+	}
+	start := make(chan struct{})
+	var errPay, errClose error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-start
+		errPay = s.do(pay, func() error { return confirmOn(ctx, s.conn2, o, pay) })
 	})
-	if err != nil {
+	wg.Go(func() {
+		<-start
+		errClose = s.do(cl, func() error { return closeOn(ctx, s.conn, cl) })
+	})
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errPay, errClose); err != nil {
+		return err
+	}
+	s.judgeConfirm(o, pay, true)
+	judgeClose(cl)
+	return s.closedSettled(ctx, o, pay)
+}
+
+// checkInvariants checks the invariants of package invariant while the
+// sessions run: each is one statement, one snapshot, and must hold in every
+// one of them, not only after the drain.
+func (s *session) checkInvariants(ctx context.Context) error {
+	c := &call{Op: "invariants"}
+	var report invariant.Report
+	if err := s.do(c, func() error {
+		var err error
+		report, err = invariant.Check(ctx, s.conn, invariant.Options{})
+		c.Result = map[bool]string{true: "ok", false: "violated"}[report.OK()]
+		return err
+	}); err != nil {
 		return err
 	}
 	allow(c)
-	if c.Code == "" && c.N[0] > max {
-		c.Unexpected = "closed more than max"
+	if c.Code == "" && !report.OK() {
+		s.m.mu.Lock()
+		c.Unexpected = "invariants:\n" + report.String()
+		s.m.mu.Unlock()
 	}
 	return nil
+}
+
+// closedSettled looks, right after a closeRace, whether the order is CLOSED
+// with the conflict of the payment still unresolved: a state no moment may
+// show (a later late payment would reopen the order and hide it from the
+// checks after the drain).
+func (s *session) closedSettled(ctx context.Context, o *order, pay *call) error {
+	if pay.Code != "" || pay.Result != "conflict" {
+		return nil
+	}
+	var conflictID *int64
+	err := s.conn.QueryRow(ctx, `
+SELECT c.conflict_id
+FROM ordertimeout.orders AS o
+JOIN ordertimeout.conflicts AS c ON c.order_id = o.order_id
+WHERE o.order_id = $1
+  AND o.status = 'CLOSED'
+  AND c.payment_id = $2
+  AND c.resolution IS NULL`, o.spec.ID, pay.Payment).Scan(&conflictID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the raced order: %w", err)
+	}
+	s.m.mu.Lock()
+	pay.Unexpected = fmt.Sprintf("after the race the order is CLOSED with conflict %d open", *conflictID)
+	s.m.mu.Unlock()
+	return nil
+}
+
+// closeAfterSnapshot is closeRace's REPEATABLE READ interleaving, in a fixed
+// order: snapshot, payment committed, close.
+func (s *session) closeAfterSnapshot(ctx context.Context, o *order, pay, cl *call) error {
+	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return fmt.Errorf("begin close: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM ordertimeout.orders`); err != nil {
+		return fmt.Errorf("take the close's snapshot: %w", err)
+	}
+	if err := s.do(pay, func() error { return confirmOn(ctx, s.conn2, o, pay) }); err != nil {
+		return err
+	}
+	s.judgeConfirm(o, pay, true)
+	cl.Arg += ", repeatable read"
+	if err := s.do(cl, func() error {
+		if err := closeOn(ctx, tx.Conn(), cl); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}); err != nil {
+		return err
+	}
+	if cl.Code != "40001" {
+		judgeClose(cl)
+	}
+	_ = tx.Rollback(ctx) // after a failed close; nothing to roll back after its commit
+	return s.closedSettled(ctx, o, pay)
 }
 
 // check plays the sidecar's gateway check before a cancel: it takes one
@@ -941,4 +1107,21 @@ WHERE o.status IN ('PENDING', 'PAYING')`).Scan(&live, &next); err != nil {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cancelledRecently returns one of the orders most recently seen cancelled
+// and never paid, or nil.
+func (m *model) cancelledRecently(r *rand.Rand) *order {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var found []*order
+	for i := len(m.returned) - 1; i >= 0 && len(found) < 8; i-- {
+		if o := m.returned[i]; !o.cancelledSince.IsZero() && o.paidSince.IsZero() {
+			found = append(found, o)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return found[r.IntN(len(found))]
 }
