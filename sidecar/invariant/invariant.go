@@ -7,8 +7,8 @@
 // refunded payment never pays its order), and no CLOSED order with an open
 // conflict.
 //
-// The race and fault tests, the benchmark, the demo and the soak test call
-// Check after (or while) they run:
+// The race, fault and model tests, the benchmark, the demo and the soak test
+// call Check after (or while) they run:
 //
 //	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals})
 //	if err != nil { ... }
