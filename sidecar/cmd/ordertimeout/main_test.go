@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/migrations"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
@@ -251,16 +254,29 @@ func TestMigrateDownAndUp(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
 		return v
 	}
-	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	// River's versions are 1 to 8; ordertimeout's start at 9.
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	require.NoError(t, err)
+	latest, ours := 0, 0
+	for _, name := range ups {
+		v, err := strconv.Atoi(name[:6])
+		require.NoError(t, err, name)
+		latest = max(latest, v)
+		if v >= 9 {
+			ours++
+		}
+	}
 
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", "1", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, latest, version())
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--database-url", url}))
 	require.Equal(t, 8, version())
-	require.False(t, exists("ordertimeout.orders"), "down 1 removes ordertimeout")
+	require.False(t, exists("ordertimeout.orders"), "down %d removes ordertimeout", ours)
 	require.True(t, exists("public.river_job"), "and keeps River's tables")
 
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	require.Equal(t, latest, version())
 	require.True(t, exists("ordertimeout.orders"))
 	sidecartest.Setup(t, db)
 	sidecartest.CreateOrder(t, db, "after-up", time.Hour, "")
@@ -270,5 +286,5 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.False(t, exists("ordertimeout.orders"))
 	require.False(t, exists("public.river_job"), "down --all removes River's tables too")
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 9, version())
+	require.Equal(t, latest, version())
 }
