@@ -33,6 +33,11 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.close_cancelled(interval, integer)
 TO ordertimeout_sidecar, ordertimeout_admin;
 
+-- Retention.
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.purge_orders(interval, integer, interval)
+TO ordertimeout_sidecar, ordertimeout_admin;
+
 GRANT SELECT ON
     ordertimeout.order_counts,
     ordertimeout.sweep_stats,

@@ -14,6 +14,7 @@
 \ir ledger.sql
 \ir types.sql
 \ir views.sql
+\ir retention.sql
 \ir ../plpgsql/private.sql
 \ir ../plpgsql/release.sql
 \ir ../plpgsql/create_order.sql
@@ -23,4 +24,5 @@
 \ir ../plpgsql/resolve_conflict.sql
 \ir ../plpgsql/admin.sql
 \ir ../plpgsql/reading.sql
+\ir ../plpgsql/purge.sql
 \ir grants.sql

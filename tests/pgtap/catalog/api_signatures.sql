@@ -33,6 +33,7 @@ SELECT results_eq(
     ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
     ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
+    ('purge_orders', 'closed_older_than interval, max integer DEFAULT 1000, paid_older_than interval DEFAULT NULL::interval', 'integer'),
     ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
     ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
