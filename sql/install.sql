@@ -25,4 +25,5 @@
 \ir ../plpgsql/admin.sql
 \ir ../plpgsql/reading.sql
 \ir ../plpgsql/purge.sql
+\ir ../plpgsql/cron.sql
 \ir grants.sql

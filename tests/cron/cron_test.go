@@ -1,0 +1,273 @@
+package cron_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/migrations"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The README's statements, character for character (README.md, "Without the
+// sidecar (pg_cron)").
+const (
+	readmeSetup = `CREATE EXTENSION pg_cron;
+CREATE ROLE shop_cron LOGIN IN ROLE ordertimeout_sidecar;
+GRANT USAGE ON SCHEMA cron TO shop_cron;
+SELECT ordertimeout.configure(precheck => 'never');`
+	readmeSchedule = `SELECT cron.schedule('ordertimeout-sweep', '* * * * *', 'CALL ordertimeout.run_sweeper()');`
+)
+
+// readmeHousekeeping are the README's other schedules, also run as shop_cron.
+var readmeHousekeeping = []string{
+	`SELECT cron.schedule('ordertimeout-close', '*/10 * * * *',
+                     $$SELECT ordertimeout.close_cancelled('30 days', 100000)$$);`,
+	`SELECT cron.schedule('ordertimeout-purge', '*/10 * * * *',
+                     $$SELECT ordertimeout.purge_orders('90 days', 100000, paid_older_than => '400 days')$$);`,
+	`SELECT cron.schedule('cron-log-trim', '0 4 * * *',
+                     $$DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'$$);`,
+}
+
+// maxLag is how late, at most, a timeout may be cancelled in this mode.
+const maxLag = 2 * time.Second
+
+// handovers is how many further minute boundaries TestPgCron watches, where
+// one run of the job ends and the next begins. Each costs a minute, so make
+// test watches none:
+//
+//	tests/bin/withpg go test -count=1 -v -run TestPgCron ./tests/cron -cron.handovers 3
+var handovers = flag.Int("cron.handovers", 0, "further minute boundaries TestPgCron watches (a minute each)")
+
+// TestPgCron: pg_cron 1.4 runs CALL ordertimeout.run_sweeper() every minute,
+// as the README says; with no sidecar anywhere, orders due in the seconds
+// after the first run starts are cancelled within maxLag of cancel_at, also
+// orders created while the run sleeps and due sooner than anything it saw,
+// and a paid order is not.
+func TestPgCron(t *testing.T) {
+	t.Parallel()
+	lib := filepath.Join(pgcluster.DefaultBin, "..", "lib", "pg_cron.so")
+	if bin := os.Getenv("PGBIN"); bin != "" {
+		lib = filepath.Join(bin, "..", "lib", "pg_cron.so")
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("pg_cron is not installed (%v): run tests/bin/ensure-deps as root, or apt-get install postgresql-15-cron", err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	for _, stmt := range append([]string{readmeSetup, readmeSchedule}, readmeHousekeeping...) {
+		require.Contains(t, string(readme), stmt, "the README says what this test runs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(3+*handovers)*time.Minute)
+	defer cancel()
+
+	srv := pgcluster.New(t, pgcluster.Options{Settings: []string{
+		"shared_preload_libraries=pg_cron",
+		"cron.database_name=shop",
+	}})
+	admin, err := pgx.Connect(ctx, srv.URL())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE shop")
+	require.NoError(t, err)
+	require.NoError(t, admin.Close(ctx))
+	require.NoError(t, migrations.Up(srv.DatabaseURL("shop")))
+
+	db, err := pgxpool.New(ctx, srv.DatabaseURL("shop"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(ctx, readmeSetup)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `SELECT ordertimeout.put_stock('A', 1000000);
+		SELECT ordertimeout.configure(grace => interval '0')`)
+	require.NoError(t, err)
+
+	// A job scheduled in the last moments of a minute may miss its first
+	// boundary (pg_cron reads new jobs about once a second): wait for the
+	// next minute then, at most 3 s, polling the database's clock.
+	waitFor(t, ctx, 5*time.Second, "a moment not in the last 3 s of a minute", func() (bool, error) {
+		var second float64
+		err := db.QueryRow(ctx, "SELECT extract(second FROM clock_timestamp())").Scan(&second)
+		return second < 57, err
+	})
+
+	// Scheduled as the README's role, so the job runs with its rights only.
+	cronURL := srv.DatabaseURL("shop")
+	cronConfig, err := pgx.ParseConfig(cronURL)
+	require.NoError(t, err)
+	cronConfig.User = "shop_cron"
+	cronConn, err := pgx.ConnectConfig(ctx, cronConfig)
+	require.NoError(t, err)
+	var jobID int64
+	require.NoError(t, cronConn.QueryRow(ctx, readmeSchedule).Scan(&jobID))
+	for _, stmt := range readmeHousekeeping {
+		_, err := cronConn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	// What the housekeeping jobs run works for the role that runs them.
+	for _, stmt := range []string{
+		"SELECT ordertimeout.close_cancelled('30 days', 100000)",
+		"SELECT ordertimeout.purge_orders('90 days', 100000, paid_older_than => '400 days')",
+		"DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'",
+	} {
+		_, err := cronConn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, cronConn.Close(ctx))
+	var jobs []string
+	rows, err := db.Query(ctx, "SELECT jobname || ' ' || schedule || ' ' || username FROM cron.job ORDER BY jobid")
+	require.NoError(t, err)
+	for rows.Next() {
+		var j string
+		require.NoError(t, rows.Scan(&j))
+		jobs = append(jobs, j)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"ordertimeout-sweep * * * * * shop_cron", "ordertimeout-close */10 * * * * shop_cron",
+		"ordertimeout-purge */10 * * * * shop_cron", "cron-log-trim 0 4 * * * shop_cron"}, jobs)
+
+	// pg_cron starts the job when the next minute begins (database clock).
+	var boundary time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT date_trunc('minute', clock_timestamp()) + interval '1 minute'").Scan(&boundary))
+	t.Logf("job %d scheduled; first run at %s", jobID, boundary.UTC().Format(time.RFC3339))
+
+	// Orders due 0.3 s to 6 s after the first run starts, created now.
+	const early = 20
+	for i := range early {
+		_, err := db.Exec(ctx, `SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]',
+			$2::timestamptz + ($3::bigint * interval '1 millisecond') - clock_timestamp())`,
+			fmt.Sprintf("early-%02d", i), boundary, 300+i*300)
+		require.NoError(t, err)
+	}
+	// One of them is paid before it is due: never cancelled.
+	_, err = db.Exec(ctx, `SELECT ordertimeout.confirm_payment('early-10', 'pay-10')`)
+	require.NoError(t, err)
+
+	// Wait for the run (a poll with a deadline: the boundary is at most a
+	// minute away).
+	waitFor(t, ctx, time.Until(boundary)+20*time.Second, "pg_cron to start run_sweeper", func() (bool, error) {
+		var running bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		                                         WHERE query = 'CALL ordertimeout.run_sweeper()'
+		                                           AND state = 'active' AND usename = 'shop_cron')`).Scan(&running)
+		return running, err
+	})
+	var started time.Time
+	require.NoError(t, db.QueryRow(ctx, `SELECT start_time FROM cron.job_run_details WHERE jobid = $1
+	                                      ORDER BY runid LIMIT 1`, jobID).Scan(&started))
+	t.Logf("run started %s after the minute began", started.Sub(boundary))
+
+	// Orders created while the run sleeps, due sooner than any timer it saw
+	// (the last early order is due 6 s after the boundary).
+	const late = 5
+	for i := range late {
+		_, err := db.Exec(ctx, `SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', interval '500 milliseconds')`,
+			fmt.Sprintf("late-%d", i))
+		require.NoError(t, err)
+	}
+
+	waitFor(t, ctx, 20*time.Second, "every unpaid order to be cancelled", func() (bool, error) {
+		var pending int
+		err := db.QueryRow(ctx, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'PENDING'").Scan(&pending)
+		return pending == 0, err
+	})
+
+	rows, err = db.Query(ctx, `SELECT o.order_id, o.status, o.cancel_cause, e.actor,
+	                                   extract(epoch FROM o.cancelled_at - o.cancel_at)::float8
+	                              FROM ordertimeout.orders AS o
+	                              LEFT JOIN ordertimeout.events AS e ON e.order_id = o.order_id AND e.to_status = 'CANCELLED'
+	                             ORDER BY o.order_id`)
+	require.NoError(t, err)
+	var cancelled int
+	var worst float64
+	for rows.Next() {
+		var id, status string
+		var cause, actor *string
+		var lag *float64
+		require.NoError(t, rows.Scan(&id, &status, &cause, &actor, &lag))
+		if id == "early-10" {
+			require.Equal(t, "PAID", status, "the paid order")
+			continue
+		}
+		require.Equal(t, "CANCELLED", status, id)
+		require.Equal(t, "timeout", *cause, "%s: cancelled by its timer", id)
+		require.Equal(t, "shop_cron", *actor, "%s: by the pg_cron job's role", id)
+		require.Less(t, *lag, maxLag.Seconds(), "%s: cancelled within %s of cancel_at", id, maxLag)
+		require.GreaterOrEqual(t, *lag, 0.0, id)
+		cancelled++
+		worst = max(worst, *lag)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, early+late-1, cancelled)
+	t.Logf("%d orders cancelled by pg_cron's run_sweeper, worst lag %.0f ms", cancelled, worst*1000)
+
+	// The run is still the first one, sweeping: it stops 5 s into the next
+	// minute.
+	var status string
+	require.NoError(t, db.QueryRow(ctx, `SELECT status FROM cron.job_run_details WHERE jobid = $1
+	                                      ORDER BY runid LIMIT 1`, jobID).Scan(&status))
+	require.Equal(t, "running", status)
+
+	// At each further boundary, orders due every 100 ms from 2 s before to
+	// 8 s after it (the old run ends 5 s after it, and the next one starts
+	// then) are all cancelled in time.
+	for k := 1; k <= *handovers; k++ {
+		at := boundary.Add(time.Duration(k) * time.Minute)
+		prefix := fmt.Sprintf("handover%d-", k)
+		_, err := db.Exec(ctx, `
+			SELECT ordertimeout.create_order($1 || g, '[{"sku":"A","qty":1}]',
+			       $2::timestamptz + (g * 100 - 2000) * interval '1 millisecond' - clock_timestamp())
+			FROM generate_series(0, 99) AS g`, prefix, at)
+		require.NoError(t, err)
+		waitFor(t, ctx, time.Until(at)+20*time.Second, "the orders around boundary "+fmt.Sprint(k), func() (bool, error) {
+			var pending int
+			err := db.QueryRow(ctx, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'PENDING'").Scan(&pending)
+			return pending == 0, err
+		})
+		var worst float64
+		require.NoError(t, db.QueryRow(ctx, `SELECT max(extract(epoch FROM cancelled_at - cancel_at))::float8
+		                                      FROM ordertimeout.orders WHERE order_id LIKE $1 || '%'`, prefix).Scan(&worst))
+		var ended, next time.Time
+		require.NoError(t, db.QueryRow(ctx, `
+			WITH r AS (SELECT d.start_time, d.end_time, row_number() OVER (ORDER BY d.runid) AS n
+			             FROM cron.job_run_details AS d
+			            WHERE d.jobid = $1)
+			SELECT a.end_time, b.start_time FROM r AS a JOIN r AS b ON b.n = a.n + 1 WHERE a.n = $2`,
+			jobID, k).Scan(&ended, &next))
+		t.Logf("boundary %d: run %d ended %s after it, run %d started %s later; 100 orders, worst lag %.0f ms",
+			k, k, ended.Sub(at), k+1, next.Sub(ended), worst*1000)
+		require.Less(t, worst, maxLag.Seconds(), "boundary %d", k)
+	}
+}
+
+// waitFor polls cond every 20 ms until it reports true, failing the test if
+// it has not within d or if it returns an error.
+func waitFor(t *testing.T, ctx context.Context, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := cond()
+		require.NoError(t, err, "waiting for %s", what)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not reached within %s", what, d)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
