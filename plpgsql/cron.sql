@@ -13,8 +13,10 @@
 -- A procedure that commits can be neither SECURITY DEFINER nor carry a SET
 -- clause (PostgreSQL refuses COMMIT there), so this one runs with its
 -- caller's rights: the caller needs EXECUTE on sweep_due and next_due
--- (ordertimeout_sidecar or ordertimeout_admin). It pins search_path itself at
--- the start of every transaction, and every object is schema-qualified.
+-- (ordertimeout_sidecar or ordertimeout_admin), and a caller who shadows
+-- built-ins can only fool itself. Still, it pins search_path itself with
+-- set_config first thing and after every COMMIT, and every function it
+-- names is schema-qualified.
 --
 -- One sweeper per database: every transaction of a run that sweeps holds the
 -- advisory lock (28532, 1) (28532 is 'ot'); a run that finds it taken (a
@@ -77,9 +79,9 @@ BEGIN
                    ELSE v_now + run_sweeper.duration
                END;
 
+    -- search_path and the lock belong to the transaction: each COMMIT below
+    -- is followed at once by pinning search_path again.
     LOOP
-        -- A new transaction: search_path and the lock are the transaction's.
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         IF pg_catalog.pg_try_advisory_xact_lock(28532, 1) THEN
             -- Sleep holding only the lock (no row, no transaction id): the
             -- sweep's row locks last from the sweep to the COMMIT below.
@@ -97,6 +99,7 @@ BEGIN
             END;
             v_next := ordertimeout.next_due();
             COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
             -- A full batch: more is due, sweep again at once. Otherwise sleep
             -- until the earliest timer, at most max_sleep: an order created
@@ -124,6 +127,7 @@ BEGIN
             PERFORM pg_catalog.pg_sleep(extract(epoch FROM v_wait)::double precision);
             EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
             COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             v_wait := interval '0';
         END IF;
     END LOOP;

@@ -38,6 +38,8 @@ var readmeHousekeeping = []string{
                      $$SELECT ordertimeout.purge_orders('90 days', 100000, paid_older_than => '400 days')$$);`,
 	`SELECT cron.schedule('cron-log-trim', '0 4 * * *',
                      $$DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'$$);`,
+	`SELECT cron.schedule('river-job-trim', '0 4 * * *',
+                     $$DELETE FROM public.river_job WHERE queue = 'ordertimeout' AND scheduled_at < now() - interval '7 days'$$);`,
 }
 
 // maxLag is how late, at most, a timeout may be cancelled in this mode.
@@ -119,6 +121,7 @@ func TestPgCron(t *testing.T) {
 		"SELECT ordertimeout.close_cancelled('30 days', 100000)",
 		"SELECT ordertimeout.purge_orders('90 days', 100000, paid_older_than => '400 days')",
 		"DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'",
+		"DELETE FROM public.river_job WHERE queue = 'ordertimeout' AND scheduled_at < now() - interval '7 days'",
 	} {
 		_, err := cronConn.Exec(ctx, stmt)
 		require.NoError(t, err, stmt)
@@ -134,7 +137,8 @@ func TestPgCron(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"ordertimeout-sweep * * * * * shop_cron", "ordertimeout-close */10 * * * * shop_cron",
-		"ordertimeout-purge */10 * * * * shop_cron", "cron-log-trim 0 4 * * * shop_cron"}, jobs)
+		"ordertimeout-purge */10 * * * * shop_cron", "cron-log-trim 0 4 * * * shop_cron",
+		"river-job-trim 0 4 * * * shop_cron"}, jobs)
 
 	// pg_cron starts the job when the next minute begins (database clock).
 	var boundary time.Time
