@@ -35,6 +35,7 @@ CREATE INDEX IF NOT EXISTS orders_paid_at
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order.
+
 -- Raises OT100 for NULL, and code unless age is between 0 and 100 years
 -- with no negative part (then now() - age is in the past and in range).
 CREATE FUNCTION ordertimeout._check_retention(name text, age interval, code text)
@@ -250,18 +251,19 @@ BEGIN
 
             -- A full batch: more is due, sweep again at once. Otherwise sleep
             -- until the earliest timer, at most max_sleep: an order created
-            -- since may come due sooner, and nobody can wake a procedure. At
-            -- least 5 ms, so that a due timer another session holds is not
-            -- spun on.
+            -- since may come due sooner, and nobody can wake a procedure. A
+            -- timer already due after a sweep that claimed nothing is one this
+            -- run cannot take now (another session holds it, or the sweep
+            -- holds back): wait max_sleep rather than spin on it.
             v_now := pg_catalog.clock_timestamp();
-            IF v_claimed >= run_sweeper.max THEN
+            IF v_claimed >= run_sweeper.max OR (v_claimed > 0 AND v_next <= v_now) THEN
                 v_wait := interval '0';
             ELSE
                 v_wait := LEAST(run_sweeper.max_sleep, v_until - v_now);
-                IF v_next IS NOT NULL THEN
+                IF v_next > v_now THEN
                     v_wait := LEAST(v_wait, v_next - v_now);
                 END IF;
-                v_wait := GREATEST(v_wait, interval '5 milliseconds');
+                v_wait := GREATEST(v_wait, interval '1 millisecond');
             END IF;
         ELSE
             -- Another run sweeps: stand by, and take over within max_sleep

@@ -16,6 +16,7 @@
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order.
+
 -- Raises OT100 for NULL, and code unless age is between 0 and 100 years
 -- with no negative part (then now() - age is in the past and in range).
 CREATE FUNCTION ordertimeout._check_retention(name text, age interval, code text)

@@ -195,3 +195,60 @@ func closed() chan struct{} {
 	close(c)
 	return c
 }
+
+// TestRunSweeperWaitsOnHeldTimer: a due timer that another session holds
+// cannot be claimed; run_sweeper then waits max_sleep between sweeps instead
+// of spinning on it (about 10 sweeps in a second, not hundreds).
+func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	createDue(t, ctx, db, "held-", 1, time.Millisecond, time.Millisecond)
+
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	var held int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = 'ordertimeout_expire' FOR UPDATE`).Scan(&held))
+	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
+		var due bool
+		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
+		return due, err
+	})
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '1 second')")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	require.NoError(t, err)
+	var calls int64
+	waitFor(t, ctx, 10*time.Second, "the sweeps to show in pg_stat_user_functions", func() (bool, error) {
+		_, err := conn.Exec(ctx, "SELECT 1") // an idle moment after it flushes the session's counts
+		if err != nil {
+			return false, err
+		}
+		err = db.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
+		                         WHERE schemaname = 'ordertimeout' AND funcname = 'sweep_due'`).Scan(&calls)
+		return calls > 0, err
+	})
+	t.Logf("%d sweeps in 1 s with the due timer held elsewhere", calls)
+	require.LessOrEqual(t, calls, int64(30), "run_sweeper waits max_sleep (100 ms) between sweeps that can claim nothing")
+	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held timer was not taken")
+}
+
+// status returns an order's status.
+func status(t *testing.T, ctx context.Context, db *pgxpool.Pool, orderID string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, db.QueryRow(ctx, "SELECT status FROM ordertimeout.orders WHERE order_id = $1", orderID).Scan(&s))
+	return s
+}
