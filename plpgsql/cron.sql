@@ -8,7 +8,7 @@
 -- clock). pg_cron never runs two runs of one job at once: the run due when
 -- that minute starts is queued, and starts as soon as this one ends. So the
 -- runs follow each other without a gap even when pg_cron starts a run late
--- (pg_cron 1.4 was seen starting runs up to 1.05 s after the minute began).
+-- (pg_cron 1.4 was seen starting runs up to 1.6 s after the minute began).
 --
 -- A procedure that commits can be neither SECURITY DEFINER nor carry a SET
 -- clause (PostgreSQL refuses COMMIT there), so this one runs with its
