@@ -65,6 +65,7 @@ const (
 	DefaultJobTimeout      = time.Minute
 	DefaultRescueAfter     = 2 * time.Minute
 	DefaultConflictRescan  = 5 * time.Minute
+	DefaultRetentionEvery  = time.Minute
 )
 
 // riverRescueBackstop is added to RescueAfter for River's own stuck-job
@@ -109,6 +110,17 @@ type Config struct {
 	// least JobTimeout.
 	RescueAfter    time.Duration
 	ConflictRescan time.Duration
+
+	// CloseAfter, PurgeAfter and PurgePaidAfter are the retention: every
+	// RetentionEvery the elected leader closes CANCELLED orders older than
+	// CloseAfter and purges CLOSED orders older than PurgeAfter and PAID
+	// ones older than PurgePaidAfter (worker.RetentionWorker). Zero turns
+	// each off; PurgePaidAfter needs PurgeAfter. RetentionEvery defaults to
+	// DefaultRetentionEvery.
+	CloseAfter     time.Duration
+	PurgeAfter     time.Duration
+	PurgePaidAfter time.Duration
+	RetentionEvery time.Duration
 
 	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
 	// server.DefaultAddr.
@@ -186,6 +198,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return nil, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+	}
+	if err := checkRetention(&cfg); err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -268,6 +283,16 @@ func (s *Sidecar) build() error {
 	if err != nil {
 		return err
 	}
+	var periodic []*river.PeriodicJob
+	if cfg.CloseAfter > 0 || cfg.PurgeAfter > 0 {
+		retention := &worker.RetentionWorker{Deps: &worker.Deps{Pool: s.pool, Logger: logger, Outcome: func(kind, outcome string) {
+			jobOutcomes.Inc(kind, outcome)
+		}}, CloseAfter: cfg.CloseAfter, PurgeAfter: cfg.PurgeAfter, PurgePaidAfter: cfg.PurgePaidAfter}
+		if err := river.AddWorkerSafely(workers, retention); err != nil {
+			return fmt.Errorf("register retention worker: %w", err)
+		}
+		periodic = append(periodic, retention.PeriodicJob(cfg.RetentionEvery))
+	}
 
 	// Only queue "ordertimeout". Never add queue "ordertimeout_expire": its
 	// rows are timers that only ordertimeout.sweep_due may claim.
@@ -284,6 +309,7 @@ func (s *Sidecar) build() error {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter + riverRescueBackstop,
+		PeriodicJobs:         periodic,
 		Workers:              workers,
 		Test:                 river.TestConfig{Time: s.clock},
 	})
@@ -530,4 +556,26 @@ func cmpOr[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// checkRetention checks the retention settings of cfg and sets the default
+// of RetentionEvery.
+func checkRetention(cfg *Config) error {
+	const most = 100 * 365 * 24 * time.Hour // purge_orders' bound
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"close-after", cfg.CloseAfter}, {"purge-after", cfg.PurgeAfter}, {"purge-paid-after", cfg.PurgePaidAfter}} {
+		if d.value < 0 || d.value > most {
+			return fmt.Errorf("%s must be between 0 (off) and 100 years, got %s", d.name, d.value)
+		}
+	}
+	if cfg.PurgePaidAfter > 0 && cfg.PurgeAfter == 0 {
+		return errors.New("purge-paid-after needs purge-after")
+	}
+	cfg.RetentionEvery = cmpOr(cfg.RetentionEvery, DefaultRetentionEvery)
+	if cfg.RetentionEvery < time.Second || cfg.RetentionEvery > 24*time.Hour {
+		return fmt.Errorf("retention interval must be between 1s and 24h, got %s", cfg.RetentionEvery)
+	}
+	return nil
 }
