@@ -2,6 +2,7 @@ package fault
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ import (
 // changes: the first stays PENDING (awaiting its check), the second PAYING.
 // Down and slow are "unavailable": the checks snooze (no attempt used up, no
 // job error) and the gateway calls count as unavailable in /metrics, with a
-// warning in the log. Garbage is a bad answer: River records the error on the
-// job, naming what was wrong. Once the gateway behaves, the unpaid order is
-// cancelled exactly once and the paid one ends PAID.
+// warning in the log. Garbage is a bad answer: the checks snooze too, an
+// error line names the order and what was wrong, and
+// ordertimeout_gateway_bad_answers_total counts it. Once the gateway behaves,
+// the unpaid order is cancelled exactly once and the paid one ends PAID.
 func TestGatewayMisbehaves(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
@@ -99,9 +101,9 @@ func TestGatewayMisbehaves(t *testing.T) {
 		recovered(unpaidID, paidID)
 	}
 
-	// Garbage: each answer is an error River records on the job. The
-	// gateway is fixed as soon as the first error is recorded: River's next
-	// try comes about a second later.
+	// Garbage: each answer is a bad answer, and the check snoozes. The
+	// gateway is fixed as soon as the first snooze is recorded: the next try
+	// comes about a second later.
 	for i, garbage := range []struct{ body, want string }{
 		{`{"order_id": "x", "status": "pa`, "malformed JSON answer"},
 		{`{"status": "maybe"}`, `unknown status "maybe"`},
@@ -112,18 +114,20 @@ func TestGatewayMisbehaves(t *testing.T) {
 		e.gw.setGarbage(unpaidID, garbage.body)
 		e.gw.setGarbage(paidID, garbage.body)
 		begin(phase)
-		eventually(t, 30*time.Second, phase+": an error on both checks", func() bool {
-			_, _, _, a, _ := checkJob(precancel, unpaidID)
-			_, _, _, b, _ := checkJob(payment, paidID)
+		eventually(t, 30*time.Second, phase+": a snooze on both checks", func() bool {
+			_, _, a, _, _ := checkJob(precancel, unpaidID)
+			_, _, b, _, _ := checkJob(payment, paidID)
 			return a >= 1 && b >= 1
 		})
 		unchanged(unpaidID, paidID)
 		for _, kind := range []string{precancel, payment} {
 			id := map[string]string{precancel: unpaidID, payment: paidID}[kind]
-			state, _, _, _, lastErr := checkJob(kind, id)
-			require.Contains(t, []string{"retryable", "available", "running"}, state, "%s %s", phase, kind)
-			require.Contains(t, lastErr, garbage.want, "%s %s: the job error says what was wrong", phase, kind)
-			require.Contains(t, lastErr, "payment gateway gave an unusable answer")
+			state, attempt, _, errs, _ := checkJob(kind, id)
+			require.Contains(t, []string{"scheduled", "available", "running"}, state, "%s %s", phase, kind)
+			require.Zero(t, errs, "%s %s: a snooze records no error", phase, kind)
+			require.LessOrEqual(t, attempt, 1, "%s %s: a snooze uses up no attempt", phase, kind)
+			require.Regexp(t, `level=ERROR msg="gateway gave a bad answer: nothing changed, asking again later".* kind=`+kind+` job_id=\d+ order_id=`+id+` .*`+
+				regexp.QuoteMeta(strings.ReplaceAll(garbage.want, `"`, `\"`))+`.*payment gateway gave an unusable answer`, s.out.String(), "%s %s: the log says what was wrong", phase, kind)
 			require.Positive(t, e.gw.garbageServed(id))
 		}
 		e.gw.setGarbage(unpaidID, "")
@@ -131,6 +135,8 @@ func TestGatewayMisbehaves(t *testing.T) {
 		recovered(unpaidID, paidID)
 	}
 	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_calls_total", `op="order"`, `result="bad_answer"`))
+	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", `kind="`+precancel+`"`))
+	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", `kind="`+payment+`"`))
 
 	var unpaid, paid []string
 	for _, phase := range []string{"down", "slow", "garbled", "unknown", "nopayment"} {

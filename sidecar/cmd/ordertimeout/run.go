@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
@@ -26,8 +27,9 @@ On SIGTERM it stops claiming, lets running jobs finish for up to
 
 func runCmd(ctx context.Context, args []string) error {
 	var (
-		cfg sidecar.Config
-		log config.Logging
+		cfg          sidecar.Config
+		log          config.Logging
+		allowedHosts string
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
@@ -36,8 +38,9 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
 	f.Int(&cfg.GatewayRetries, "gateway-retries", gateway.DefaultRetries, "retries of a gateway request while the gateway is unavailable (then the job snoozes)")
-	f.String(&cfg.WebhookURL, "webhook-url", "", "URL receiving webhooks (POST JSON) when settings.webhooks is on")
+	f.String(&cfg.WebhookURL, "webhook-url", "", "http(s) URL receiving webhooks (POST JSON) when settings.webhooks is on; needs --webhook-secret (or --webhook-unsigned); redirects are not followed")
 	f.String(&cfg.WebhookSecret, "webhook-secret", "", "secret signing webhooks (header Ordertimeout-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)")
+	f.Bool(&cfg.WebhookUnsigned, "webhook-unsigned", false, "send webhooks unsigned on purpose (without it, --webhook-url without --webhook-secret is refused)")
 	f.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "timeout of one webhook delivery")
 	f.Int(&cfg.SweepBatch, "sweep-batch", sweep.DefaultBatch, "most due orders one sweep_due call claims (one transaction)")
 	f.Int(&cfg.SweepSessions, "sweep-sessions", sweep.DefaultSessions, "database sessions sweeping at once while full batches come back")
@@ -52,13 +55,19 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.RescueAfter, "rescue-after", sidecar.DefaultRescueAfter, "a River job still running this long by the database's clock (its sidecar died) is handed back; at least --job-timeout")
 	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
 	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/); \"-\" disables it")
-	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only")
+	f.String(&allowedHosts, "http-allowed-hosts", "", "comma-separated host names the HTTP server may be reached at besides IP addresses, localhost and the host of --http (requests naming any other Host get 403: DNS rebinding)")
+	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only, read-only")
 	f.String(&cfg.UIPassword, "ui-password", "", "password for HTTP basic auth on /riverui/")
 	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
 	log.AddFlags(f)
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err
+	}
+	for _, h := range strings.Split(allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.HTTPAllowedHosts = append(cfg.HTTPAllowedHosts, h)
+		}
 	}
 	logger, err := log.Logger(os.Stderr)
 	if err != nil {

@@ -12,7 +12,8 @@
 //
 //	POST /_fake/orders/{order_id}
 //	     {"behaviour": "instant"|"late"|"silent"|"decline"|"down"|"slow",
-//	      "delay_ms": 0, "payment_id": "P1", "amount": "12.50"}
+//	      "delay_ms": 0, "payment_id": "P1", "amount": "12.50",
+//	      "currency": "EUR"}
 //	     Sets how the gateway treats the order. With payment_id, the buyer
 //	     pays now (payment behaviours only):
 //	       instant  paid at once; the callback confirms the payment at once
@@ -31,6 +32,10 @@
 //	     the whole gateway's answers
 //	GET  /_fake/stats               counters: queries, closes, refunds (one per
 //	                                idempotency key), refund_requests, callbacks
+//
+// {order_id} is one escaped path segment (gateway.PathSegment): the fake
+// matches these routes on the escaped path and decodes the segment, so ids
+// such as "a/b", ".." or "100%" reach their own order.
 //
 // The callback is what a shop's payment callback handler does: with a
 // database (Server.DB), it calls ordertimeout.confirm_payment or

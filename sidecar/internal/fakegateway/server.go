@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,23 +36,25 @@ const callbackTimeout = 10 * time.Second
 // Behaviour is the body of POST /_fake/orders/{order_id} and of POST
 // /_fake/gateway.
 type Behaviour struct {
-	Behaviour string         `json:"behaviour"`
-	DelayMS   int            `json:"delay_ms,omitempty"`
-	PaymentID string         `json:"payment_id,omitempty"`
-	Amount    gateway.Amount `json:"amount,omitempty"`
+	Behaviour string           `json:"behaviour"`
+	DelayMS   int              `json:"delay_ms,omitempty"`
+	PaymentID string           `json:"payment_id,omitempty"`
+	Amount    gateway.Amount   `json:"amount,omitempty"`
+	Currency  gateway.Currency `json:"currency,omitempty"`
 }
 
 // OrderState is what the fake knows about one order (GET
 // /_fake/orders/{order_id}).
 type OrderState struct {
-	OrderID   string         `json:"order_id"`
-	Behaviour string         `json:"behaviour"`
-	Status    string         `json:"status"`
-	PaymentID string         `json:"payment_id,omitempty"`
-	Amount    gateway.Amount `json:"amount,omitempty"`
-	Closed    bool           `json:"closed"`
-	Closes    int            `json:"closes"`
-	Refunds   int            `json:"refunds"`
+	OrderID   string           `json:"order_id"`
+	Behaviour string           `json:"behaviour"`
+	Status    string           `json:"status"`
+	PaymentID string           `json:"payment_id,omitempty"`
+	Amount    gateway.Amount   `json:"amount,omitempty"`
+	Currency  gateway.Currency `json:"currency,omitempty"`
+	Closed    bool             `json:"closed"`
+	Closes    int              `json:"closes"`
+	Refunds   int              `json:"refunds"`
 }
 
 // Stats counts what the fake was asked (GET /_fake/stats).
@@ -90,6 +94,7 @@ type order struct {
 	status    string
 	paymentID string
 	amount    gateway.Amount
+	currency  gateway.Currency
 	closed    bool
 	closes    int
 	refunds   int
@@ -109,11 +114,7 @@ func New(db *pgxpool.Pool, logger *slog.Logger) *Server {
 		timers:  make(map[*time.Timer]struct{}),
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/orders/{order_id}", s.getOrder)
-	mux.HandleFunc("POST /v1/orders/{order_id}/close", s.closeOrder)
 	mux.HandleFunc("POST /v1/refunds", s.refund)
-	mux.HandleFunc("POST /_fake/orders/{order_id}", s.setOrder)
-	mux.HandleFunc("GET /_fake/orders/{order_id}", s.showOrder)
 	mux.HandleFunc("POST /_fake/gateway", s.setGateway)
 	mux.HandleFunc("GET /_fake/stats", s.showStats)
 	s.mux = mux
@@ -121,7 +122,40 @@ func New(db *pgxpool.Pool, logger *slog.Logger) *Server {
 }
 
 // ServeHTTP serves the gateway and control APIs.
+//
+// The routes with an order id are matched on the escaped path, segment by
+// segment, before http.ServeMux would clean it: an id "..", "a/b" or "a//b"
+// (sent as %2E%2E, a%2Fb, a%2F%2Fb) reaches its own order instead of being
+// redirected or resolved to another path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, route := range []struct {
+		prefix, rest, method string
+		handle               func(http.ResponseWriter, *http.Request, string)
+	}{
+		{"/v1/orders/", "", http.MethodGet, s.getOrder},
+		{"/v1/orders/", "/close", http.MethodPost, s.closeOrder},
+		{"/_fake/orders/", "", http.MethodPost, s.setOrder},
+		{"/_fake/orders/", "", http.MethodGet, s.showOrder},
+	} {
+		tail, ok := strings.CutPrefix(r.URL.EscapedPath(), route.prefix)
+		if !ok {
+			continue
+		}
+		segment, rest, _ := strings.Cut(tail, "/")
+		if rest != "" || strings.HasSuffix(tail, "/") {
+			rest = "/" + rest
+		}
+		if rest != route.rest || r.Method != route.method {
+			continue
+		}
+		id, err := url.PathUnescape(segment)
+		if err != nil || id == "" {
+			http.Error(w, "malformed order id in path", http.StatusBadRequest)
+			return
+		}
+		route.handle(w, r, id)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -172,7 +206,7 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 		s.mu.Unlock()
 		return nil
 	}
-	o.paymentID, o.amount = b.PaymentID, b.Amount
+	o.paymentID, o.amount, o.currency = b.PaymentID, b.Amount, b.Currency
 	switch b.Behaviour {
 	case Instant, Silent:
 		o.status = gateway.StatusPaid
@@ -185,9 +219,9 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 
 	switch b.Behaviour {
 	case Instant:
-		return s.callback(ctx, orderID, b.PaymentID, b.Amount, true)
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, b.Currency, true)
 	case Decline:
-		return s.callback(ctx, orderID, b.PaymentID, b.Amount, false)
+		return s.callback(ctx, orderID, b.PaymentID, b.Amount, b.Currency, false)
 	}
 	return nil
 }
@@ -220,16 +254,16 @@ func (s *Server) completeLate(orderID string) {
 		return
 	}
 	o.status = gateway.StatusPaid
-	paymentID, amount := o.paymentID, o.amount
+	paymentID, amount, currency := o.paymentID, o.amount, o.currency
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
 	defer cancel()
-	_ = s.callback(ctx, orderID, paymentID, amount, true)
+	_ = s.callback(ctx, orderID, paymentID, amount, currency, true)
 }
 
 // callback tells the shop (the database) about a payment, as a shop's
 // callback handler would.
-func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, paid bool) error {
+func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency, paid bool) error {
 	if s.DB == nil {
 		return nil
 	}
@@ -238,8 +272,8 @@ func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount
 		err    error
 	)
 	if paid {
-		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
-			orderID, paymentID, amount.SQL()).Scan(&result)
+		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
+			orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
 	} else {
 		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", orderID, paymentID).Scan(&result)
 	}
@@ -278,6 +312,7 @@ func (s *Server) orderState(orderID string) OrderState {
 		Status:    o.status,
 		PaymentID: o.paymentID,
 		Amount:    o.amount,
+		Currency:  o.currency,
 		Closed:    o.closed,
 		Closes:    o.closes,
 		Refunds:   o.refunds,
@@ -316,8 +351,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, orderID string) 
 	return true
 }
 
-func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("order_id")
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	s.stats.Queries++
 	s.mu.Unlock()
@@ -329,13 +363,12 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	out := gateway.Order{OrderID: id, Status: st.Status}
 	if st.Status == gateway.StatusPaid {
-		out.PaymentID, out.Amount = st.PaymentID, st.Amount
+		out.PaymentID, out.Amount, out.Currency = st.PaymentID, st.Amount, st.Currency
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("order_id")
+func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	s.stats.Closes++
 	s.mu.Unlock()
@@ -347,7 +380,7 @@ func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request) {
 	o.closes++
 	var out gateway.CloseResult
 	if o.status == gateway.StatusPaid {
-		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount}
+		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount, Currency: o.currency}
 	} else {
 		o.closed = true
 		out = gateway.CloseResult{Status: gateway.CloseClosed}
@@ -385,22 +418,21 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) setOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) setOrder(w http.ResponseWriter, r *http.Request, id string) {
 	var b Behaviour
 	if err := decode(r, &b); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	id := r.PathValue("order_id")
 	if err := s.Set(r.Context(), id, b); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.showOrder(w, r)
+	s.showOrder(w, r, id)
 }
 
-func (s *Server) showOrder(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Order(r.PathValue("order_id")))
+func (s *Server) showOrder(w http.ResponseWriter, _ *http.Request, id string) {
+	writeJSON(w, http.StatusOK, s.Order(id))
 }
 
 // SetGateway does what POST /_fake/gateway does.

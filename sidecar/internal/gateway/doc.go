@@ -8,13 +8,14 @@
 //
 //	GET  /v1/orders/{order_id}
 //	     200 {"order_id": "A1", "status": "paid"|"pending"|"failed"|"none",
-//	          "payment_id": "P1", "amount": "12.50"}
+//	          "payment_id": "P1", "amount": "12.50", "currency": "EUR"}
 //	     status none: the gateway knows no payment for the order.
-//	     payment_id and amount are set when status is paid.
+//	     payment_id, amount and currency are set when status is paid.
 //
 //	POST /v1/orders/{order_id}/close
 //	     200 {"status": "closed"}
-//	     200 {"status": "paid", "payment_id": "P1", "amount": "12.50"}
+//	     200 {"status": "paid", "payment_id": "P1", "amount": "12.50",
+//	          "currency": "EUR"}
 //	     closed: no payment can complete for the order any more (also
 //	     returned for an order the gateway never saw). paid: too late, the
 //	     buyer has paid. Repeating a close gives the same answer.
@@ -26,11 +27,36 @@
 //	     The same idempotency_key again returns the same refund and moves no
 //	     money.
 //
-// Amounts are decimal strings (or JSON numbers) and may be absent. Any other
-// answer is an error: a 5xx, 429, timeout or refused connection is
-// ErrUnavailable (worth asking again later); a 4xx, malformed JSON or an
-// unknown status is ErrBadAnswer (the answer says nothing about the money; the
-// caller changes no state). Every request has its own timeout and is retried a
-// couple of times while the gateway is unavailable; the POSTs are safe to
-// repeat by the contract above.
+// {order_id} is one path segment, escaped with PathSegment: every byte but
+// the unreserved ones is percent-encoded ("a/b" is a%2Fb, "100%" is 100%25),
+// and the ids "." and ".." are sent as %2E and %2E%2E, never as dot
+// segments. A gateway (or adapter) decodes the segment to get the id back.
+//
+// Answers are read strictly; anything else is ErrBadAnswer:
+//
+//   - the body is exactly one JSON object in UTF-8, at most MaxAnswerBytes,
+//     with nothing after it but white space;
+//   - no object, at any depth, has a key twice ({"status": "failed",
+//     "status": "paid"} says nothing), and no key differs from a contract
+//     field only in case ("Status"); other unknown keys are ignored, so a
+//     gateway may add fields;
+//   - status is one of the values above, exactly (lower case);
+//   - a paid status has a payment_id of 1 to 128 characters without
+//     control, format (bidi, zero-width) or line separator characters;
+//   - amount, when present and not null, is a JSON string or number in the
+//     grammar (0|[1-9][0-9]*)(\.[0-9]+)? with at most 15 integer and 6
+//     fraction digits: never negative, NaN, Infinity, an exponent ("1e3")
+//     or hex ("0x1p3"); see ParseAmount;
+//   - currency, when present and not null, is three upper-case letters
+//     (ISO 4217, "EUR").
+//
+// The sidecar sends no refund whose amount is outside that grammar.
+//
+// A 5xx, 429, 408, timeout or refused connection is ErrUnavailable (worth
+// asking again later); a 3xx (redirects are never followed, so neither the
+// token nor a body goes anywhere but BaseURL), a 4xx, or an answer breaking
+// the rules above is ErrBadAnswer (the answer says nothing about the money;
+// the caller changes no state). Every request has its own timeout and is
+// retried a couple of times while the gateway is unavailable; the POSTs are
+// safe to repeat by the contract above.
 package gateway

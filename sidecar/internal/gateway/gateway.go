@@ -18,10 +18,19 @@ import (
 // nothing about the money.
 var ErrUnavailable = errors.New("payment gateway unavailable")
 
-// ErrBadAnswer marks an answer the client cannot use: a 4xx status, malformed
-// JSON, or a status the contract does not know. It says nothing about the
-// money either.
+// ErrBadAnswer marks an answer the client cannot use: a 3xx or 4xx status,
+// an answer that is not exactly one JSON object (malformed, trailing data,
+// larger than MaxAnswerBytes, not UTF-8), a key twice in any object, a key
+// that differs from a contract field only in case, a status the contract does
+// not know, an amount outside the grammar of ParseAmount, a currency that is
+// not three upper-case letters, or a paid status without a usable
+// payment_id. It says nothing about the money either.
 var ErrBadAnswer = errors.New("payment gateway gave an unusable answer")
+
+// ErrBadRequest marks a request the client refuses to send because it breaks
+// the contract (a refund amount outside the grammar of ParseAmount). Nothing
+// was sent; sending it again will not help until its data changes.
+var ErrBadRequest = errors.New("request to the payment gateway breaks the contract, not sent")
 
 // Status values of an order at the gateway (GET /v1/orders/{order_id}).
 const (
@@ -44,33 +53,28 @@ const (
 )
 
 // Amount is a decimal amount of money as the gateway writes it: a JSON string
-// ("12.50") or number (12.50). The empty Amount means unknown.
+// ("12.50") or number (12.50) following the grammar of ParseAmount. The empty
+// Amount means unknown.
 type Amount string
 
-// UnmarshalJSON accepts a JSON string, number or null.
+// UnmarshalJSON accepts a JSON string or number that follows the grammar of
+// ParseAmount, or null (unknown).
 func (a *Amount) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		*a = ""
 		return nil
 	}
-	var s string
+	s := string(b)
 	if len(b) > 0 && b[0] == '"' {
 		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-	} else {
-		var n json.Number
-		if err := json.Unmarshal(b, &n); err != nil {
-			return fmt.Errorf("amount must be a decimal string or number, got %s", b)
-		}
-		s = n.String()
-	}
-	if s != "" {
-		if _, err := json.Number(s).Float64(); err != nil {
-			return fmt.Errorf("amount must be a decimal number, got %q", s)
+			return fmt.Errorf("amount must be a decimal string or number, got %s", snippet(b))
 		}
 	}
-	*a = Amount(s)
+	v, err := ParseAmount(s)
+	if err != nil {
+		return err
+	}
+	*a = v
 	return nil
 }
 
@@ -84,17 +88,19 @@ func (a Amount) SQL() any {
 
 // Order is what the gateway knows about a merchant order.
 type Order struct {
-	OrderID   string `json:"order_id"`
-	Status    string `json:"status"`
-	PaymentID string `json:"payment_id,omitempty"`
-	Amount    Amount `json:"amount,omitempty"`
+	OrderID   string   `json:"order_id"`
+	Status    string   `json:"status"`
+	PaymentID string   `json:"payment_id,omitempty"`
+	Amount    Amount   `json:"amount,omitempty"`
+	Currency  Currency `json:"currency,omitempty"`
 }
 
 // CloseResult is the gateway's answer to a close.
 type CloseResult struct {
-	Status    string `json:"status"`
-	PaymentID string `json:"payment_id,omitempty"`
-	Amount    Amount `json:"amount,omitempty"`
+	Status    string   `json:"status"`
+	PaymentID string   `json:"payment_id,omitempty"`
+	Amount    Amount   `json:"amount,omitempty"`
+	Currency  Currency `json:"currency,omitempty"`
 }
 
 // RefundRequest asks the gateway to return a payment.
@@ -128,7 +134,8 @@ type Client struct {
 	// disables retries.
 	Retries int
 
-	// HTTPClient sends the requests. If nil, http.DefaultClient is used.
+	// HTTPClient sends the requests. If nil, a client that never follows a
+	// redirect is used (a 3xx answer is a bad answer).
 	HTTPClient *http.Client
 
 	// Observe, if set, is called after every call (retries included) with
@@ -141,7 +148,7 @@ type Client struct {
 // whatever payment it was paid with (also a payment the shop never heard of).
 func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
 	var o Order
-	err := c.do(ctx, "order", http.MethodGet, "/v1/orders/"+url.PathEscape(orderID), nil, &o)
+	err := c.do(ctx, "order", http.MethodGet, "/v1/orders/"+PathSegment(orderID), nil, &o)
 	if err != nil {
 		return Order{}, fmt.Errorf("ask gateway about order %q: %w", orderID, err)
 	}
@@ -150,12 +157,15 @@ func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
 		if o.PaymentID == "" {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid without payment_id: %w", orderID, ErrBadAnswer)
 		}
+		if err := checkPaymentID(o.PaymentID); err != nil {
+			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
+		}
 	case StatusPending, StatusFailed, StatusNone:
 	default:
-		return Order{}, fmt.Errorf("ask gateway about order %q: unknown status %q: %w", orderID, o.Status, ErrBadAnswer)
+		return Order{}, fmt.Errorf("ask gateway about order %q: unknown status %s: %w", orderID, quote(o.Status), ErrBadAnswer)
 	}
 	if o.OrderID != "" && o.OrderID != orderID {
-		return Order{}, fmt.Errorf("ask gateway about order %q: answer is about order %q: %w", orderID, o.OrderID, ErrBadAnswer)
+		return Order{}, fmt.Errorf("ask gateway about order %q: answer is about order %s: %w", orderID, quote(o.OrderID), ErrBadAnswer)
 	}
 	return o, nil
 }
@@ -165,7 +175,7 @@ func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
 // buyer paid before the close.
 func (c *Client) Close(ctx context.Context, orderID string) (CloseResult, error) {
 	var r CloseResult
-	err := c.do(ctx, "close", http.MethodPost, "/v1/orders/"+url.PathEscape(orderID)+"/close", struct{}{}, &r)
+	err := c.do(ctx, "close", http.MethodPost, "/v1/orders/"+PathSegment(orderID)+"/close", struct{}{}, &r)
 	if err != nil {
 		return CloseResult{}, fmt.Errorf("close order %q at gateway: %w", orderID, err)
 	}
@@ -175,27 +185,50 @@ func (c *Client) Close(ctx context.Context, orderID string) (CloseResult, error)
 		if r.PaymentID == "" {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid without payment_id: %w", orderID, ErrBadAnswer)
 		}
+		if err := checkPaymentID(r.PaymentID); err != nil {
+			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
+		}
 	default:
-		return CloseResult{}, fmt.Errorf("close order %q at gateway: unknown status %q: %w", orderID, r.Status, ErrBadAnswer)
+		return CloseResult{}, fmt.Errorf("close order %q at gateway: unknown status %s: %w", orderID, quote(r.Status), ErrBadAnswer)
 	}
 	return r, nil
 }
 
+// RefundRefunded is the status of a refund answer (POST /v1/refunds): the
+// only one the contract knows.
+const RefundRefunded = "refunded"
+
 // Refund returns a payment to the buyer. The gateway refunds each
-// IdempotencyKey at most once, so a repeated call is safe.
+// IdempotencyKey at most once, so a repeated call is safe. A request whose
+// amount does not follow the grammar of ParseAmount is never sent.
 func (c *Client) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 	if req.IdempotencyKey == "" {
 		return Refund{}, errors.New("refund: idempotency key is required")
+	}
+	if err := req.Amount.Validate(); err != nil {
+		return Refund{}, fmt.Errorf("refund payment %q of order %q: %v: %w", req.PaymentID, req.OrderID, err, ErrBadRequest)
 	}
 	var r Refund
 	if err := c.do(ctx, "refund", http.MethodPost, "/v1/refunds", req, &r); err != nil {
 		return Refund{}, fmt.Errorf("refund payment %q of order %q at gateway: %w", req.PaymentID, req.OrderID, err)
 	}
-	if r.Status != "refunded" || r.RefundID == "" {
-		return Refund{}, fmt.Errorf("refund payment %q of order %q at gateway: status %q, refund_id %q: %w",
-			req.PaymentID, req.OrderID, r.Status, r.RefundID, ErrBadAnswer)
+	if r.Status != RefundRefunded || r.RefundID == "" {
+		return Refund{}, fmt.Errorf("refund payment %q of order %q at gateway: status %s, refund_id %s: %w",
+			req.PaymentID, req.OrderID, quote(r.Status), quote(r.RefundID), ErrBadAnswer)
 	}
 	return r, nil
+}
+
+// PathSegment escapes s as one segment of a URL path: every byte that is
+// not unreserved is percent-encoded ("/", "?", "#", "%", spaces, non-ASCII),
+// and a segment "." or ".." has its dots encoded as %2E, so that no client,
+// proxy or server takes it for a dot segment and resolves it away.
+func PathSegment(s string) string {
+	e := url.PathEscape(s)
+	if e == "." || e == ".." {
+		return strings.Repeat("%2E", len(e))
+	}
+	return e
 }
 
 // do sends one request, repeating it while the gateway is unavailable, and
@@ -237,6 +270,13 @@ func (c *Client) do(ctx context.Context, op, method, path string, in, out any) e
 	}
 }
 
+// noRedirects is the HTTP client of a Client without one: a redirect is
+// never followed (the answer is a 3xx, a bad answer), so neither the token
+// nor a POST body goes anywhere but BaseURL.
+var noRedirects = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
 func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -263,7 +303,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	httpClient := c.HTTPClient
 	if httpClient == nil {
-		httpClient = http.DefaultClient
+		httpClient = noRedirects
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -271,7 +311,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		return fmt.Errorf("%s %s: %w: %w", method, target, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return fmt.Errorf("%s %s: read answer: %w: %w", method, target, ErrUnavailable, err)
 	}
@@ -283,9 +323,11 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	default:
 		return fmt.Errorf("%s %s: HTTP %d %s: %w", method, target, resp.StatusCode, snippet(data), ErrBadAnswer)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("%s %s: malformed JSON answer %s: %v: %w", method, target, snippet(data), err, ErrBadAnswer)
+	if len(data) > MaxAnswerBytes {
+		return fmt.Errorf("%s %s: answer larger than %d bytes: %w", method, target, MaxAnswerBytes, ErrBadAnswer)
+	}
+	if err := decodeAnswer(data, out); err != nil {
+		return fmt.Errorf("%s %s: %v: answer %s: %w", method, target, err, snippet(data), ErrBadAnswer)
 	}
 	return nil
 }

@@ -2,8 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +121,220 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 	srv.Close()
 	_, err := (&gateway.Client{BaseURL: url, Retries: -1}).Close(ctx, "A1")
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
+}
+
+// answerServer answers every request with code and body, and counts them.
+func answerServer(t *testing.T, code int, body string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// Gateway answers are parsed strictly: anything ambiguous or outside the
+// contract is ErrBadAnswer, whatever it would have meant. A duplicate key
+// once made {"status":"failed","status":"paid"} a payment.
+func TestClientParsesAnswersStrictly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const paid = `"status": "paid", "payment_id": "P1"`
+	bad := map[string]string{
+		"duplicate status":            `{"status": "failed", "status": "paid", "payment_id": "P1"}`,
+		"duplicate amount":            `{` + paid + `, "amount": "1", "amount": "1000"}`,
+		"duplicate in a nested value": `{"status": "none", "extra": {"a": 1, "a": 2}}`,
+		"duplicate in an array":       `{"status": "none", "extra": [{"b": 1, "b": 1}]}`,
+		"key differs in case":         `{"status": "failed", "Status": "paid", "payment_id": "P1"}`,
+		"key differs by long s":       `{"status": "failed", "ſtatus": "paid", "payment_id": "P1"}`,
+		"only a case variant":         `{"STATUS": "none"}`,
+		"trailing garbage":            `{"status": "none"} garbage`,
+		"two objects":                 `{"status": "none"}{"status": "paid", "payment_id": "P1"}`,
+		"trailing comma":              `{"status": "none",}`,
+		"an array":                    `[{"status": "none"}]`,
+		"a string":                    `"none"`,
+		"empty":                       ``,
+		"not UTF-8":                   "{\"status\": \"none\", \"x\": \"\xff\"}",
+		"status null":                 `{"status": null}`,
+		"status a number":             `{"status": 1}`,
+		"status in other case":        `{"status": "PAID", "payment_id": "P1"}`,
+		"amount NaN":                  `{` + paid + `, "amount": "NaN"}`,
+		"amount Infinity":             `{` + paid + `, "amount": "Infinity"}`,
+		"amount negative":             `{` + paid + `, "amount": "-1.00"}`,
+		"amount negative number":      `{` + paid + `, "amount": -1}`,
+		"amount hex float":            `{` + paid + `, "amount": "0x1p3"}`,
+		"amount exponent":             `{` + paid + `, "amount": "1e3"}`,
+		"amount exponent number":      `{` + paid + `, "amount": 1e3}`,
+		"amount plus":                 `{` + paid + `, "amount": "+1"}`,
+		"amount leading zero":         `{` + paid + `, "amount": "012"}`,
+		"amount no integer part":      `{` + paid + `, "amount": ".5"}`,
+		"amount no fraction":          `{` + paid + `, "amount": "5."}`,
+		"amount spaces":               `{` + paid + `, "amount": " 5"}`,
+		"amount empty":                `{` + paid + `, "amount": ""}`,
+		"amount 16 integer digits":    `{` + paid + `, "amount": "1234567890123456"}`,
+		"amount 7 fraction digits":    `{` + paid + `, "amount": "1.1234567"}`,
+		"amount a bool":               `{` + paid + `, "amount": true}`,
+		"currency lower case":         `{` + paid + `, "currency": "eur"}`,
+		"currency four letters":       `{` + paid + `, "currency": "EURO"}`,
+		"currency a number":           `{` + paid + `, "currency": 978}`,
+		"currency empty":              `{` + paid + `, "currency": ""}`,
+		"payment id control":          `{"status": "paid", "payment_id": "P\u0007"}`,
+		"payment id bidi":             `{"status": "paid", "payment_id": "P\u202e1"}`,
+		"payment id zero width":       `{"status": "paid", "payment_id": "P\u200b1"}`,
+		"payment id line separator":   `{"status": "paid", "payment_id": "P\u20281"}`,
+		"payment id too long":         `{"status": "paid", "payment_id": "` + strings.Repeat("p", 129) + `"}`,
+		"too large":                   `{"status": "none"}` + strings.Repeat(" ", gateway.MaxAnswerBytes),
+		"nested too deep":             `{"status": "none", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
+	}
+	for name, body := range bad {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, calls := answerServer(t, 200, body)
+			c := &gateway.Client{BaseURL: srv.URL, Retries: 1}
+			o, err := c.Order(ctx, "A1")
+			require.ErrorIs(t, err, gateway.ErrBadAnswer, "answer %q gave %+v", body, o)
+			require.Zero(t, o)
+			require.EqualValues(t, 1, calls.Load(), "a bad answer is not retried by the client")
+			cl, err := c.Close(ctx, "A1")
+			if name != "status in other case" { // "PAID" is not a close status either way
+				require.ErrorIs(t, err, gateway.ErrBadAnswer, "close answer %q gave %+v", body, cl)
+			}
+		})
+	}
+
+	good := map[string]gateway.Order{
+		`{"status": "none", "unknown": {"a": [1, 2]}, "also": null}`:                               {Status: "none"},
+		`{"order_id": "A1", "status": "pending"}`:                                                  {OrderID: "A1", Status: "pending"},
+		`{` + paid + `, "amount": "0"}`:                                                            {Status: "paid", PaymentID: "P1", Amount: "0"},
+		`{` + paid + `, "amount": "12.50", "currency": "EUR"}`:                                     {Status: "paid", PaymentID: "P1", Amount: "12.50", Currency: "EUR"},
+		`{` + paid + `, "amount": 12.5}`:                                                           {Status: "paid", PaymentID: "P1", Amount: "12.5"},
+		`{` + paid + `, "amount": "123456789012345.123456"}`:                                       {Status: "paid", PaymentID: "P1", Amount: "123456789012345.123456"},
+		`{` + paid + `, "amount": null, "currency": null}`:                                         {Status: "paid", PaymentID: "P1"},
+		`{"status": "paid", "payment_id": "` + strings.Repeat("ü", 128) + `"}` + "\n":              {Status: "paid", PaymentID: strings.Repeat("ü", 128)},
+		`{"status": "none", "nested": {"status": "paid"}, "list": [{"status": 1}, {"status": 2}]}`: {Status: "none"},
+	}
+	for body, want := range good {
+		srv, _ := answerServer(t, 200, body)
+		o, err := (&gateway.Client{BaseURL: srv.URL}).Order(ctx, "A1")
+		require.NoError(t, err, body)
+		require.Equal(t, want, o, body)
+	}
+}
+
+// A refund answer is parsed as strictly, its status must be "refunded", and
+// a refund whose amount is outside the grammar is never sent.
+func TestRefundIsStrict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	req := gateway.RefundRequest{OrderID: "A1", PaymentID: "P1", Amount: "12.50", IdempotencyKey: "P1"}
+	for _, body := range []string{
+		`{"refund_id": "R1", "status": "refunded", "status": "failed"}`,
+		`{"refund_id": "R1", "status": "Refunded"}`,
+		`{"refund_id": "R1", "status": "pending"}`,
+		`{"refund_id": "R1"}`,
+		`{"status": "refunded"}`,
+		`{"refund_id": "R1", "status": "refunded"} {}`,
+	} {
+		srv, _ := answerServer(t, 200, body)
+		_, err := (&gateway.Client{BaseURL: srv.URL}).Refund(ctx, req)
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, body)
+	}
+	srv, calls := answerServer(t, 200, `{"refund_id": "R1", "status": "refunded"}`)
+	c := &gateway.Client{BaseURL: srv.URL}
+	r, err := c.Refund(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, gateway.Refund{RefundID: "R1", Status: gateway.RefundRefunded}, r)
+	for _, amount := range []gateway.Amount{"NaN", "Infinity", "-Infinity", "-1", "1e3", "0x1p3", " 1", "1.1234567", "1234567890123456"} {
+		bad := req
+		bad.Amount = amount
+		_, err := c.Refund(ctx, bad)
+		require.ErrorIs(t, err, gateway.ErrBadRequest, string(amount))
+		require.ErrorContains(t, err, "not sent", string(amount))
+	}
+	require.EqualValues(t, 1, calls.Load(), "no refund with a bad amount reached the gateway")
+}
+
+// A redirect is never followed: it is a bad answer, and the target never
+// sees the request, its token or its body.
+func TestClientFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere.Add(1)
+		_, _ = w.Write([]byte(`{"status": "paid", "payment_id": "P1"}`))
+	}))
+	t.Cleanup(other.Close)
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, code)
+		}))
+		t.Cleanup(srv.Close)
+		c := &gateway.Client{BaseURL: srv.URL, Token: "secret"}
+		_, err := c.Order(ctx, "A1")
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, "HTTP %d", code)
+		_, err = c.Refund(ctx, gateway.RefundRequest{OrderID: "A1", PaymentID: "P1", IdempotencyKey: "P1"})
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, "HTTP %d", code)
+	}
+	require.Zero(t, elsewhere.Load())
+}
+
+// Order ids are escaped per path segment ("." and ".." too), and the fake
+// gateway decodes them back: each id reaches its own order, never another
+// path.
+func TestOrderIDsAreEscapedInPaths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ids := []string{"a/b", "a//b", "/", "a?b=c", "a#b", "100%", "%2E%2E", "%zz", "a b", ".", "..", "...", "./x", "../close",
+		"ümlaut-€", "日本", "a+b", "a;b", "a\\b", "close"}
+
+	// What the gateway receives on the wire.
+	var mu sync.Mutex
+	var paths []string
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.RequestURI)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"status": "none"}`))
+	}))
+	t.Cleanup(rec.Close)
+	for _, id := range []string{".", "..", "a/b", "a?b", "a#b", "%"} {
+		_, err := (&gateway.Client{BaseURL: rec.URL}).Order(ctx, id)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []string{"/v1/orders/%2E", "/v1/orders/%2E%2E", "/v1/orders/a%2Fb", "/v1/orders/a%3Fb", "/v1/orders/a%23b", "/v1/orders/%25"}, paths)
+
+	fake := fakegateway.New(nil, nil)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	t.Cleanup(fake.Close)
+	c := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
+	for i, id := range ids {
+		pid := fmt.Sprintf("P%d", i)
+		require.NoError(t, fake.Set(ctx, id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: pid, Amount: "1.50"}))
+	}
+	for i, id := range ids {
+		o, err := c.Order(ctx, id)
+		require.NoError(t, err, "id %q", id)
+		require.Equal(t, gateway.Order{OrderID: id, Status: gateway.StatusPaid, PaymentID: fmt.Sprintf("P%d", i), Amount: "1.50"}, o, "id %q", id)
+		cl, err := c.Close(ctx, id)
+		require.NoError(t, err, "id %q", id)
+		require.Equal(t, fmt.Sprintf("P%d", i), cl.PaymentID, "id %q", id)
+	}
+	for _, id := range ids {
+		require.Equal(t, 1, fake.Order(id).Closes, "id %q closed once, under its own id", id)
+	}
+	require.Equal(t, len(ids), fake.Stats().Closes)
+
+	// The fake's control API takes escaped ids too.
+	resp, err := http.Get(srv.URL + "/_fake/orders/" + gateway.PathSegment(".."))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st fakegateway.OrderState
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	require.Equal(t, "..", st.OrderID)
+	require.Equal(t, gateway.StatusPaid, st.Status)
 }

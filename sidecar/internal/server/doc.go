@@ -5,5 +5,14 @@
 // It listens on localhost unless configured otherwise. River's UI can
 // cancel, delete and retry jobs and has no authentication of its own: with
 // UIUser and UIPassword set it is behind HTTP basic auth; without them it is
-// served only on a loopback address.
+// served only on a loopback address, and read-only (every method but GET,
+// HEAD and OPTIONS gets 403), so that no other local user or process can
+// change jobs through it.
+//
+// Every route is behind a guard against browsers acting for another site
+// (see Server.Handler): a request whose Host is not an IP address,
+// "localhost", the host of Addr or one of AllowedHosts gets 403 (DNS
+// rebinding), and so does a request that may change something whose Origin,
+// Sec-Fetch-Site or Referer says it comes from another origin (cross-site
+// request forgery, which cached basic-auth credentials would not stop).
 package server

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -32,8 +34,18 @@ type Server struct {
 	RiverUI http.Handler
 
 	// UIUser and UIPassword, if both set, protect /riverui/ with HTTP
-	// basic auth.
+	// basic auth. Without them, the UI is served only when the server
+	// listens on loopback, and read-only: a request that would change
+	// anything (any method but GET, HEAD and OPTIONS) is refused.
 	UIUser, UIPassword string
+
+	// AllowedHosts are more host names the server may be reached at (the
+	// Host header of a request), e.g. "sidecar-1.internal" behind a proxy.
+	// Without them a request must name an IP address, "localhost" or the
+	// host of Addr; any other name is refused (DNS rebinding). Ports are
+	// not compared. Entries are matched case-insensitively; an entry with a
+	// port has it ignored.
+	AllowedHosts []string
 
 	// Logger logs the address and errors. If nil, slog.Default() is used.
 	Logger *slog.Logger
@@ -61,8 +73,13 @@ func (s *Server) Listen() (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// Handler returns the server's routes.
+// Handler returns the server's routes behind the Host and Origin guard
+// (see guard).
 func (s *Server) Handler() http.Handler {
+	return s.guard(s.routes())
+}
+
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.Metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -84,7 +101,7 @@ func (s *Server) Handler() http.Handler {
 		case s.UIUser != "":
 			mux.Handle("/riverui/", s.basicAuth(s.RiverUI))
 		case s.ln == nil || isLoopback(s.ln.Addr()):
-			mux.Handle("/riverui/", s.RiverUI)
+			mux.Handle("/riverui/", readOnly(s.RiverUI))
 		default:
 			s.logger().Warn("River UI not served: the HTTP server listens beyond localhost and no UI user and password are set")
 		}
@@ -126,6 +143,113 @@ func (s *Server) basicAuth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readOnly refuses every request that could change something: the River UI
+// can cancel, retry and delete jobs, and without credentials nobody may.
+func readOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !safeMethod(r.Method) {
+			forbid(w, "the River UI is read-only without credentials: start the sidecar with --ui-user and --ui-password to cancel, retry or delete jobs")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// guard protects every route against requests a browser makes on behalf of
+// another site:
+//
+//   - DNS rebinding: a page of evil.example whose name now resolves to this
+//     server's address sends Host: evil.example. A request is served only
+//     if its Host is an IP address, "localhost", the host of Addr, or one of
+//     AllowedHosts (ports are not compared: a rebinding attack needs a name,
+//     and a name is what is checked).
+//   - Cross-site request forgery: a page of another origin POSTs to the
+//     server (with cached credentials, if any). A request that may change
+//     something (any method but GET, HEAD and OPTIONS) is refused when its
+//     Origin is not this server (scheme http or https, host and port as in
+//     Host, or a host of AllowedHosts), when it has no Origin but a
+//     Sec-Fetch-Site other than same-origin or none, or when it has neither
+//     but a Referer of another origin. A request with none of the three is
+//     not from a browser and is let through (credentials still apply).
+//
+// Refused requests get 403 and a body saying why.
+func (s *Server) guard(next http.Handler) http.Handler {
+	allowed := map[string]bool{"localhost": true}
+	if h := hostname(s.Addr); h != "" {
+		allowed[h] = true
+	}
+	trusted := map[string]bool{} // origins by host name
+	for _, h := range s.AllowedHosts {
+		allowed[hostname(h)] = true
+		trusted[hostname(h)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := hostname(r.Host)
+		if host == "" || (!allowed[host] && !isIP(host)) {
+			forbid(w, fmt.Sprintf("Host %q is not one this server is reached at (an IP address, localhost, or a name given with --http-allowed-hosts)", r.Host))
+			return
+		}
+		if !safeMethod(r.Method) {
+			if why := crossOrigin(r, trusted); why != "" {
+				forbid(w, why)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// crossOrigin says why r comes from another origin, or "" if it does not
+// (or says nothing about it).
+func crossOrigin(r *http.Request, trusted map[string]bool) string {
+	sameOrigin := func(raw string) bool {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return false
+		}
+		return strings.EqualFold(u.Host, r.Host) || trusted[hostname(u.Host)]
+	}
+	if origin, ok := r.Header["Origin"]; ok {
+		if len(origin) != 1 || !sameOrigin(origin[0]) {
+			return fmt.Sprintf("cross-origin request refused: Origin %q is not this server (%s)", strings.Join(origin, ", "), r.Host)
+		}
+		return ""
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		if site != "same-origin" && site != "none" {
+			return fmt.Sprintf("cross-origin request refused: Sec-Fetch-Site is %q", site)
+		}
+		return ""
+	}
+	if referer := r.Header.Get("Referer"); referer != "" && !sameOrigin(referer) {
+		return fmt.Sprintf("cross-origin request refused: Referer %q is not this server (%s)", referer, r.Host)
+	}
+	return ""
+}
+
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// hostname returns the lower-case host of a "host", "host:port", "[v6]" or
+// "[v6]:port", without brackets and without a trailing dot.
+func hostname(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+func isIP(host string) bool {
+	return net.ParseIP(host) != nil
+}
+
+func forbid(w http.ResponseWriter, why string) {
+	http.Error(w, "forbidden: "+why, http.StatusForbidden)
 }
 
 func isLoopback(addr net.Addr) bool {

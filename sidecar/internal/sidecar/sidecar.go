@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -85,9 +86,12 @@ type Config struct {
 	GatewayTimeout time.Duration
 	GatewayRetries int
 
-	WebhookURL     string
-	WebhookSecret  string
-	WebhookTimeout time.Duration
+	WebhookURL    string
+	WebhookSecret string
+	// WebhookUnsigned says that webhooks to WebhookURL go out unsigned on
+	// purpose. Without it, a WebhookURL without a WebhookSecret is refused.
+	WebhookUnsigned bool
+	WebhookTimeout  time.Duration
 
 	SweepBatch      int
 	SweepSessions   int
@@ -108,10 +112,13 @@ type Config struct {
 
 	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
 	// server.DefaultAddr.
-	HTTPAddr        string
-	UIUser          string
-	UIPassword      string
-	MetricsInterval time.Duration
+	HTTPAddr string
+	// HTTPAllowedHosts are more host names the HTTP server may be reached
+	// at (server.Server.AllowedHosts).
+	HTTPAllowedHosts []string
+	UIUser           string
+	UIPassword       string
+	MetricsInterval  time.Duration
 
 	ShutdownTimeout time.Duration
 	DBMaxConns      int
@@ -155,6 +162,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	if cfg.GatewayURL == "" {
 		return nil, errors.New("gateway URL is required (--gateway-url)")
+	}
+	if err := checkWebhook(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName()
@@ -233,6 +243,9 @@ func (s *Sidecar) build() error {
 	conflictsResolved := reg.NewCounter("ordertimeout_conflicts_resolved_total",
 		"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, refunded_after_resolution).",
 		"outcome")
+	badAnswers := reg.NewCounter("ordertimeout_gateway_bad_answers_total",
+		"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
+		"kind")
 	workers := river.NewWorkers()
 	err := worker.Register(workers, &worker.Deps{
 		Pool:          s.pool,
@@ -244,7 +257,10 @@ func (s *Sidecar) build() error {
 		Logger:        logger,
 		Outcome: func(kind, outcome string) {
 			jobOutcomes.Inc(kind, outcome)
-			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" {
+			if outcome == "bad_answer" {
+				badAnswers.Inc(kind)
+			}
+			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" && outcome != "bad_answer" && outcome != "bad_request" {
 				conflictsResolved.Inc(outcome)
 			}
 		},
@@ -358,13 +374,14 @@ func (s *Sidecar) build() error {
 		}
 		s.ui = ui
 		s.http = &server.Server{
-			Addr:       cfg.HTTPAddr,
-			Metrics:    reg.Handler(),
-			Ready:      s.Ready,
-			RiverUI:    ui,
-			UIUser:     cfg.UIUser,
-			UIPassword: cfg.UIPassword,
-			Logger:     logger.With("component", "http"),
+			Addr:         cfg.HTTPAddr,
+			Metrics:      reg.Handler(),
+			Ready:        s.Ready,
+			RiverUI:      ui,
+			UIUser:       cfg.UIUser,
+			UIPassword:   cfg.UIPassword,
+			AllowedHosts: cfg.HTTPAllowedHosts,
+			Logger:       logger.With("component", "http"),
 		}
 	}
 	return nil
@@ -486,6 +503,25 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	s.riverRunning.Store(false)
 	logger.Info("sidecar stopped")
 	return runErr
+}
+
+// checkWebhook refuses a webhook configuration that would send unsigned
+// webhooks by mistake, or to a URL that is not http(s).
+func checkWebhook(cfg Config) error {
+	if cfg.WebhookURL == "" {
+		return nil
+	}
+	u, err := url.Parse(cfg.WebhookURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook URL %q must be an absolute http or https URL (--webhook-url)", cfg.WebhookURL)
+	}
+	switch {
+	case cfg.WebhookSecret == "" && !cfg.WebhookUnsigned:
+		return errors.New("a webhook URL without a webhook secret would send unsigned webhooks: set --webhook-secret, or --webhook-unsigned if unsigned webhooks are intended")
+	case cfg.WebhookSecret != "" && cfg.WebhookUnsigned:
+		return errors.New("--webhook-unsigned and --webhook-secret contradict each other: set one")
+	}
+	return nil
 }
 
 func cmpOr[T comparable](v, def T) T {

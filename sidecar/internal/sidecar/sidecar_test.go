@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
@@ -503,6 +505,16 @@ func TestRunsWithTheSidecarRole(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, "%s: %s", path, body)
 		require.Contains(t, resp.Header.Get("Content-Type"), "application/json", "%s: %s", path, body)
 	}
+
+	// Without credentials it is read-only: a job cannot be deleted, even
+	// same-origin from localhost.
+	jobID := sidecartest.Int(t, e.db, "SELECT max(id) FROM river_job")
+	addr := s.HTTPAddr().String()
+	code, answer := riverUIPost(t, addr, "/riverui/api/jobs/delete", addr, fmt.Sprintf(`{"ids":["%d"]}`, jobID),
+		map[string]string{"Origin": "http://" + addr, "Content-Type": "application/json"}, "", "")
+	require.Equal(t, 403, code, answer)
+	require.Contains(t, answer, "the River UI is read-only without credentials")
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM river_job WHERE id = $1", jobID))
 }
 
 // The HTTP server answers /healthz, /readyz and /metrics; /riverui/ is
@@ -567,4 +579,220 @@ func TestNewRefusesRescueBeforeJobTimeout(t *testing.T) {
 	cfg.JobTimeout, cfg.RescueAfter = 100*time.Millisecond, 500*time.Millisecond
 	_, err = sidecar.New(t.Context(), cfg)
 	require.ErrorContains(t, err, "rescue-after must be between 1s and 24h")
+}
+
+// riverUIPost POSTs body to path of the sidecar's HTTP server at addr, with
+// the Host header host and the headers given, as curl or a browser would.
+func riverUIPost(t *testing.T, addr, path, host, body string, header map[string]string, user, password string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Host = host
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// River's UI cannot be used by another site's page: the issue's request
+// (a page of evil.example rebound to 127.0.0.1, or posting to it) deleted a
+// job; now it gets 403 and the job stays. A same-origin request with the UI
+// credentials still deletes it.
+func TestRiverUIRefusesCrossOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	cfg := e.config("s1")
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.UIUser, cfg.UIPassword = "admin", "pw"
+	s, _ := sidecartest.Start(t, cfg)
+	addr := s.HTTPAddr().String()
+	port := addr[strings.LastIndex(addr, ":")+1:]
+
+	sidecartest.CreateOrder(t, e.db, "A1", time.Hour, "")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '1 hour')")
+	jobID := sidecartest.Int(t, e.db, "SELECT id FROM river_job WHERE kind = 'ordertimeout_payment_check' AND args->>'order_id' = 'A1'")
+	body := fmt.Sprintf(`{"ids":["%d"]}`, jobID)
+	exists := func() bool {
+		return sidecartest.Int(t, e.db, "SELECT count(*) FROM river_job WHERE id = $1", jobID) == 1
+	}
+	const path = "/riverui/api/jobs/delete"
+
+	for name, tc := range map[string]struct {
+		host   string
+		header map[string]string
+		user   string
+		want   string
+	}{
+		"rebound, as in the issue":  {"evil.example:" + port, map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}, "", `Host "evil.example:` + port + `" is not one this server is reached at`},
+		"rebound, with credentials": {"evil.example:" + port, map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}, "admin", "is not one this server is reached at"},
+		"cross-origin POST":         {addr, map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}, "admin", `Origin "https://evil.example" is not this server`},
+		"cross-site fetch":          {addr, map[string]string{"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}, "admin", `Sec-Fetch-Site is "cross-site"`},
+		"no credentials":            {addr, map[string]string{"Origin": "http://" + addr, "Content-Type": "application/json"}, "", "unauthorized"},
+	} {
+		code, answer := riverUIPost(t, addr, path, tc.host, body, tc.header, tc.user, "pw")
+		require.Contains(t, []int{401, 403}, code, "%s: %s", name, answer)
+		require.Contains(t, answer, tc.want, name)
+		require.True(t, exists(), "%s: the job must not be deleted", name)
+	}
+
+	code, answer := riverUIPost(t, addr, path, addr, body,
+		map[string]string{"Origin": "http://" + addr, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"}, "admin", "pw")
+	require.Equal(t, 200, code, answer)
+	require.False(t, exists(), "a same-origin request with credentials deletes the job")
+}
+
+// A webhook URL without a secret is refused unless unsigned webhooks are
+// asked for explicitly; so is a URL that is not http(s).
+func TestNewRefusesUnsignedWebhooks(t *testing.T) {
+	t.Parallel()
+	cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+	cfg.WebhookURL = "https://shop.example/hooks"
+	_, err := sidecar.New(t.Context(), cfg)
+	require.ErrorContains(t, err, "a webhook URL without a webhook secret would send unsigned webhooks: set --webhook-secret, or --webhook-unsigned if unsigned webhooks are intended")
+	cfg.WebhookSecret, cfg.WebhookUnsigned = "whsec", true
+	_, err = sidecar.New(t.Context(), cfg)
+	require.ErrorContains(t, err, "--webhook-unsigned and --webhook-secret contradict each other")
+	for _, u := range []string{"ftp://shop.example/hooks", "shop.example/hooks", "http://", "://x"} {
+		cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+		cfg.WebhookURL, cfg.WebhookSecret = u, "whsec"
+		_, err = sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "must be an absolute http or https URL", u)
+	}
+
+	// Unsigned on purpose: it starts, and sends no signature.
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true)")
+	signatures := make(chan string, 10)
+	receiver := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case signatures <- r.Header.Get(webhook.SignatureHeader):
+		default:
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	cfg = e.config("s1")
+	cfg.WebhookURL, cfg.WebhookUnsigned = receiver.URL, true
+	sidecartest.Start(t, cfg)
+	sidecartest.CreateOrder(t, e.db, "A1", time.Hour, "")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('A1')")
+	select {
+	case sig := <-signatures:
+		require.Empty(t, sig)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no webhook within 15s")
+	}
+}
+
+// A receiver answering a redirect gets no second request elsewhere: the
+// redirect is a failed delivery, retried, and its Location never sees the
+// signed body. Once the receiver answers 2xx, the webhook is delivered.
+func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true)")
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, _ *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	var (
+		redirect  atomic.Bool
+		delivered = make(chan string, 10)
+	)
+	redirect.Store(true)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if redirect.Load() {
+			http.Redirect(w, r, other.URL+"/stolen", http.StatusTemporaryRedirect)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := webhook.Verify("whsec", r.Header.Get(webhook.SignatureHeader), body, 5*time.Minute, time.Now()); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		select {
+		case delivered <- string(body):
+		default:
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	cfg := e.config("s1")
+	cfg.WebhookURL, cfg.WebhookSecret = receiver.URL, "whsec"
+	sidecartest.Start(t, cfg)
+	sidecartest.CreateOrder(t, e.db, "A1", time.Hour, "")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('A1')")
+
+	sidecartest.Eventually(t, 15*time.Second, "the redirect recorded as a failed delivery", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_webhook'
+		   AND errors[1]->>'error' LIKE '%receiver answered HTTP 307 (a redirect, not followed%'`) == 1, nil
+	})
+	require.Zero(t, elsewhere.Load(), "the redirect's Location got nothing")
+	redirect.Store(false)
+	select {
+	case body := <-delivered:
+		require.Contains(t, body, `"order_id":"A1"`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("webhook not delivered within 20s after the receiver stopped redirecting")
+	}
+	require.Zero(t, elsewhere.Load())
+}
+
+// Order ids with URL syntax in them reach the gateway as themselves: the
+// precancel check asks about the right order, finds it paid, and the order
+// ends PAID; the gateway close of a cancelled one closes that order.
+func TestOrderIDsWithURLSyntax(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+	paid := []string{"a/b", "a//b/..", "q?x=1", "h#f", "100%", "sp ace", "日本/é", "..x", "close"}
+	for i, id := range paid {
+		sidecartest.CreateOrder(t, e.db, id, 300*time.Millisecond, "")
+		e.pay(t, id, fakegateway.Silent, fmt.Sprintf("P%d", i))
+	}
+	sidecartest.CreateOrder(t, e.db, "c/../x", time.Hour, `{"precheck": "never"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('c/../x', 'PC')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('c/../x', 'PC')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('c/../x')")
+	sidecartest.Start(t, e.config("s1"))
+
+	for i, id := range paid {
+		sidecartest.WaitStatus(t, e.db, id, "PAID", 15*time.Second)
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.order_payments($1) WHERE payment_id = $2 AND status = 'confirmed'", id, fmt.Sprintf("P%d", i)))
+	}
+	sidecartest.Eventually(t, 15*time.Second, "the close of c/../x", func() (bool, error) {
+		return e.fake.Order("c/../x").Closes == 1, nil
+	})
+	require.Zero(t, e.fake.Order("x").Closes)
+	require.Zero(t, e.fake.Order("c").Closes)
+}
+
+// The gateway's currency reaches confirm_payment: a payment of the order's
+// amount in another currency is a mismatch, never a payment of the order;
+// in its currency, or without one (the order's is taken), it pays it.
+func TestGatewayCurrencyReachesConfirm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+	for id, currency := range map[string]gateway.Currency{"EUR1": "EUR", "USD1": "USD", "NONE1": ""} {
+		sidecartest.CreateOrder(t, e.db, id, 300*time.Millisecond, `{"amount": 10, "currency": "EUR"}`)
+		require.NoError(t, e.fake.Set(bg, id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "P-" + id, Amount: "10.00", Currency: currency}))
+	}
+	sidecartest.Start(t, e.config("s1"))
+
+	sidecartest.WaitStatus(t, e.db, "EUR1", "PAID", 15*time.Second)
+	sidecartest.WaitStatus(t, e.db, "NONE1", "PAID", 15*time.Second)
+	sidecartest.WaitStatus(t, e.db, "USD1", "CANCELLED", 15*time.Second)
+	for id, want := range map[string]string{"EUR1": "EUR", "NONE1": "EUR"} {
+		require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+			"SELECT count(*) FROM ordertimeout.payments WHERE order_id = $1 AND status = 'confirmed' AND currency = $2 AND amount = 10", id, want))
+	}
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+		"SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'USD1' AND payment_id = 'P-USD1' AND kind = 'amount_mismatch'"))
+	require.Zero(t, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.payments WHERE order_id = 'USD1' AND status = 'confirmed'"))
 }

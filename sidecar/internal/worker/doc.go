@@ -25,13 +25,16 @@
 // queue ordertimeout_expire, which no River client serves, and only
 // ordertimeout.sweep_due claims them (package sweep).
 //
-// Retries: a gateway that is down, times out or says "pending" makes a job
-// snooze with a growing pause (river.JobSnooze does not use up attempts, so
-// the job is never discarded: a discarded check would leave an order PENDING
-// or PAYING for good). Other errors (malformed gateway answer, database
-// error) are returned to River, which records them and retries with its
-// backoff; on the last attempt the checks, closes and refunds snooze instead
-// of failing for good. No worker ever cancels an order that may be paid: only
+// Retries: a gateway that is down, times out, says "pending" or gives a bad
+// answer (gateway.ErrBadAnswer: malformed, ambiguous, outside the contract, or
+// "paid" without an amount for an order that has one) makes a job snooze with
+// a growing pause, at most 5 minutes (river.JobSnooze does not use up
+// attempts, so the job is never discarded: a discarded check would leave an
+// order PENDING or PAYING for good). A bad answer also logs an error naming
+// the order and counts outcome "bad_answer". Other errors (database errors)
+// are returned to River, which records them and retries with its backoff; on
+// the last attempt the checks, closes and refunds snooze instead of failing
+// for good. No worker ever cancels an order that may be paid: only
 // a gateway answer of "failed" or "none" leads to cancel_checked or
 // fail_payment.
 package worker

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/riverqueue/river"
 
@@ -41,7 +42,15 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		w.outcome(job.Kind, "closed")
 		return nil
 	}
-	result, err := confirmPayment(ctx, w.Pool, a.OrderID, r.PaymentID, r.Amount)
+	st, err := loadOrder(ctx, w.Pool, a.OrderID)
+	if errors.Is(err, errUnknownOrder) {
+		w.outcome(job.Kind, "unknown_order")
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, r.PaymentID, r.Amount, r.Currency)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}

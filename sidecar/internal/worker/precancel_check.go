@@ -63,7 +63,7 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		result, err := confirmPayment(ctx, w.Pool, a.OrderID, g.PaymentID, g.Amount)
+		result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, g.PaymentID, g.Amount, g.Currency)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}

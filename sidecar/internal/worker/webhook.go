@@ -67,7 +67,8 @@ const (
 
 // WebhookWorker POSTs one webhook, signed with the header of package
 // webhook. Any answer but 2xx is an error, and River retries with its backoff
-// (at least once delivery). A reminder is sent only if the order is still
+// (at least once delivery). A redirect is never followed: it is a failed
+// delivery, and its Location never sees the body or the signature. A reminder is sent only if the order is still
 // PENDING at the version it was made for.
 type WebhookWorker struct {
 	river.WorkerDefaults[WebhookArgs]
@@ -156,6 +157,9 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return fmt.Errorf("deliver webhook %s: receiver answered HTTP %d (a redirect, not followed: the webhook goes to --webhook-url only)", id, resp.StatusCode)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("deliver webhook %s: receiver answered HTTP %d", id, resp.StatusCode)
 	}

@@ -47,7 +47,8 @@ type Deps struct {
 	WebhookSecret string
 
 	// WebhookClient sends the webhooks. If nil, a client with a 10 second
-	// timeout is used.
+	// timeout is used. Register makes it follow no redirect: a 3xx is a
+	// failed delivery, and the signed body goes nowhere but WebhookURL.
 	WebhookClient *http.Client
 
 	// Logger logs what the workers decide. If nil, slog.Default() is used.
@@ -70,9 +71,13 @@ func Register(workers *river.Workers, d *Deps) error {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.WebhookClient == nil {
-		d.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
+	if d.WebhookClient != nil {
+		c := *d.WebhookClient
+		client = &c
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	d.WebhookClient = client
 	for _, add := range []func() error{
 		func() error { return river.AddWorkerSafely(workers, &PaymentCheckWorker{Deps: d}) },
 		func() error { return river.AddWorkerSafely(workers, &PrecancelCheckWorker{Deps: d}) },
@@ -108,13 +113,15 @@ type orderState struct {
 	Status   string
 	Version  int
 	ExpireAt time.Time
+	// Amount is the order's amount as text, nil if it has none.
+	Amount *string
 }
 
 func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderState, error) {
 	var st orderState
 	err := db.QueryRow(ctx,
-		"SELECT status, deadline_version, expire_at FROM ordertimeout.order_info($1)",
-		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt)
+		"SELECT status, deadline_version, expire_at, amount::text FROM ordertimeout.order_info($1)",
+		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Amount)
 	if hasCode(err, "OT120") {
 		return orderState{}, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
 	}
@@ -124,11 +131,31 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 	return st, nil
 }
 
-// confirmPayment calls ordertimeout.confirm_payment: "paid" or "conflict".
-func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount) (string, error) {
+// confirmPaid confirms a payment the gateway says is paid (a query or a
+// close answered "paid"), by the rule: the sidecar never confirms an order
+// that has an amount without the gateway's amount. Such an answer is a bad
+// answer (gateway.ErrBadAnswer): nothing is confirmed, the job asks again
+// later. st is the order as read before asking.
+func confirmPaid(ctx context.Context, db *pgxpool.Pool, orderID string, st orderState, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
+	if st.Amount != nil && amount == "" {
+		return "", fmt.Errorf("gateway says order %q is paid by %q but gives no amount, and the order's amount is %s: not confirmed: %w",
+			orderID, paymentID, *st.Amount, gateway.ErrBadAnswer)
+	}
+	return confirmPayment(ctx, db, orderID, paymentID, amount, currency)
+}
+
+// confirmPayment calls ordertimeout.confirm_payment with the gateway's
+// amount and currency (either may be unknown: the database then takes the
+// order's currency): "paid" or "conflict". A payment id, amount or currency
+// the database refuses (SQLSTATE OT121, OT126, OT128) came from the gateway's
+// answer, so it is a bad answer too.
+func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
 	var result string
-	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)",
-		orderID, paymentID, amount.SQL()).Scan(&result)
+	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
+		orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
+	if hasCode(err, "OT121") || hasCode(err, "OT126") || hasCode(err, "OT128") {
+		return "", fmt.Errorf("confirm payment %q of order %q: the database refuses the gateway's answer: %w: %w", paymentID, orderID, err, gateway.ErrBadAnswer)
+	}
 	if err != nil {
 		return "", fmt.Errorf("confirm payment %q of order %q: %w", paymentID, orderID, err)
 	}
@@ -136,9 +163,16 @@ func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID st
 }
 
 // retry turns err into what Work returns. The job snoozes when the gateway is
-// unavailable, when the sidecar is stopping (the job is handed back at once),
-// and on the last attempt of a job that must never be discarded; otherwise
-// River records err and retries with its backoff.
+// unavailable or gave a bad answer, when the sidecar is stopping (the job is
+// handed back at once), and on the last attempt of a job that must never be
+// discarded; otherwise River records err and retries with its backoff.
+//
+// A bad answer (gateway.ErrBadAnswer) says nothing about the money: nothing
+// was changed, and asking again later is all that can be done. The job
+// snoozes with the doubling pause of snoozeFor, at most maxSnooze, so it is
+// neither discarded nor retried in a tight loop; each time an error line
+// names the order and what was wrong, and the outcome "bad_answer" is counted
+// (metric ordertimeout_gateway_bad_answers_total): alert on it.
 func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], neverDiscard bool, err error) error {
 	kind := job.Kind
 	switch {
@@ -149,6 +183,33 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		pause := snoozeFor(job.JobRow)
 		d.Logger.Warn("gateway unavailable, asking again later", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)
 		d.outcome(kind, "snoozed")
+		return river.JobSnooze(pause)
+	case errors.Is(err, gateway.ErrBadAnswer):
+		pause := snoozeFor(job.JobRow)
+		var about struct {
+			OrderID    string `json:"order_id"`
+			ConflictID int64  `json:"conflict_id"`
+		}
+		_ = json.Unmarshal(job.EncodedArgs, &about)
+		attrs := []any{"kind", kind, "job_id", job.ID}
+		if about.OrderID != "" {
+			attrs = append(attrs, "order_id", about.OrderID)
+		}
+		if about.ConflictID != 0 {
+			attrs = append(attrs, "conflict_id", about.ConflictID)
+		}
+		d.Logger.Error("gateway gave a bad answer: nothing changed, asking again later",
+			append(attrs, "snooze", pause, "error", err)...)
+		d.outcome(kind, "bad_answer")
+		return river.JobSnooze(pause)
+	case errors.Is(err, gateway.ErrBadRequest):
+		// Nothing was sent; a person must look (the data in the database
+		// breaks the gateway contract). Asking again later, like a bad
+		// answer, keeps the job without a tight loop.
+		pause := snoozeFor(job.JobRow)
+		d.Logger.Error("request to the gateway not sent: it breaks the contract; asking again later",
+			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "error", err)
+		d.outcome(kind, "bad_request")
 		return river.JobSnooze(pause)
 	case neverDiscard && job.Attempt >= job.MaxAttempts:
 		pause := snoozeFor(job.JobRow)

@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+)
+
+// start runs s on a free loopback port until the test ends and returns its
+// address and how many requests reached the River UI handler.
+func start(t *testing.T, s *server.Server) (string, *atomic.Int32) {
+	t.Helper()
+	var reached atomic.Int32
+	s.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics\n")) })
+	s.RiverUI = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		_, _ = w.Write([]byte("ui\n"))
+	})
+	if s.Addr == "" {
+		s.Addr = "127.0.0.1:0"
+	}
+	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	addr, err := s.Listen()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return addr.String(), &reached
+}
+
+type request struct {
+	method, path, host string
+	header             map[string]string
+	user, password     string
+}
+
+func do(t *testing.T, addr string, r request) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(r.method, "http://"+addr+r.path, strings.NewReader(`{"ids":["1"]}`))
+	require.NoError(t, err)
+	if r.host != "" {
+		req.Host = r.host
+	}
+	for k, v := range r.header {
+		req.Header.Set(k, v)
+	}
+	if r.user != "" {
+		req.SetBasicAuth(r.user, r.password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// Every route refuses a Host that is not an IP address, localhost, the
+// listen host or an allowed name (DNS rebinding), reads included; a request
+// that may change something is refused when a browser says it comes from
+// another origin, with or without credentials.
+func TestGuard(t *testing.T) {
+	t.Parallel()
+	s := &server.Server{UIUser: "admin", UIPassword: "pw", AllowedHosts: []string{"Ops.Example.com", "sidecar-1.internal:9443"}}
+	addr, reached := start(t, s)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	self := "http://" + addr
+	const user, pw = "admin", "pw"
+	post := func(host string, header map[string]string) request {
+		return request{method: http.MethodPost, path: "/riverui/api/jobs/delete", host: host, header: header, user: user, password: pw}
+	}
+
+	for name, tc := range map[string]struct {
+		r        request
+		code     int
+		contains string
+	}{
+		// The issue's reproduction: a page of evil.example rebound to us.
+		"rebound POST":        {post("evil.example:"+port, map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}), 403, `Host "evil.example:` + port + `" is not one`},
+		"rebound GET metrics": {request{method: "GET", path: "/metrics", host: "evil.example:" + port}, 403, "is not one this server is reached at"},
+		"rebound GET UI":      {request{method: "GET", path: "/riverui/api/jobs", host: "evil.example", user: user, password: pw}, 403, "is not one"},
+		"rebound healthz":     {request{method: "GET", path: "/healthz", host: "localhost.evil.example:" + port}, 403, "is not one"},
+		"empty host":          {request{method: "GET", path: "/healthz", host: " "}, 403, `Host "" is not one`},
+		"decimal IP host":     {request{method: "GET", path: "/healthz", host: "2130706433:" + port}, 403, "is not one"},
+		// A foreign origin, whatever the credentials.
+		"foreign Origin":         {post(addr, map[string]string{"Origin": "https://evil.example"}), 403, `Origin "https://evil.example" is not this server`},
+		"foreign Origin port":    {post(addr, map[string]string{"Origin": "http://127.0.0.1:1"}), 403, "is not this server"},
+		"Origin other scheme":    {post(addr, map[string]string{"Origin": "file://" + addr}), 403, "is not this server"},
+		"null Origin":            {post(addr, map[string]string{"Origin": "null"}), 403, `Origin "null"`},
+		"cross-site fetch":       {post(addr, map[string]string{"Sec-Fetch-Site": "cross-site"}), 403, `Sec-Fetch-Site is "cross-site"`},
+		"same-site fetch":        {post(addr, map[string]string{"Sec-Fetch-Site": "same-site"}), 403, `Sec-Fetch-Site is "same-site"`},
+		"foreign Referer":        {post(addr, map[string]string{"Referer": "https://evil.example/page"}), 403, `Referer "https://evil.example/page"`},
+		"foreign Origin, PUT":    {request{method: "PUT", path: "/riverui/api/queues/q/pause", host: addr, header: map[string]string{"Origin": "https://evil.example"}, user: user, password: pw}, 403, "cross-origin"},
+		"foreign Origin, DELETE": {request{method: "DELETE", path: "/riverui/x", host: addr, header: map[string]string{"Origin": "https://evil.example"}, user: user, password: pw}, 403, "cross-origin"},
+		"no credentials":         {request{method: "POST", path: "/riverui/api/jobs/delete", host: addr, header: map[string]string{"Origin": self}}, 401, "unauthorized"},
+		"wrong credentials":      {request{method: "POST", path: "/riverui/api/jobs/delete", host: addr, header: map[string]string{"Origin": self}, user: user, password: "x"}, 401, "unauthorized"},
+		// A cross-origin GET is fine: the browser does not let the other
+		// page read the answer.
+		"foreign Origin, GET": {request{method: "GET", path: "/riverui/api/jobs", host: addr, header: map[string]string{"Origin": "https://evil.example"}, user: user, password: pw}, 200, "ui"},
+		// Legitimate requests.
+		"same origin":            {post(addr, map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin"}), 200, "ui"},
+		"same origin, localhost": {post("localhost:"+port, map[string]string{"Origin": "http://localhost:" + port}), 200, "ui"},
+		"same origin, https":     {post(addr, map[string]string{"Origin": "https://" + addr}), 200, "ui"},
+		"no browser headers":     {post(addr, nil), 200, "ui"},
+		"typed in the browser":   {post(addr, map[string]string{"Sec-Fetch-Site": "none"}), 200, "ui"},
+		"same Referer":           {post(addr, map[string]string{"Referer": self + "/riverui/jobs"}), 200, "ui"},
+		"IPv6 loopback host":     {request{method: "GET", path: "/healthz", host: "[::1]:" + port}, 200, "ok"},
+		"other IP host":          {request{method: "GET", path: "/healthz", host: "10.1.2.3:9090"}, 200, "ok"},
+		"allowed name":           {request{method: "GET", path: "/metrics", host: "ops.example.com"}, 200, "metrics"},
+		"allowed name, dot":      {request{method: "GET", path: "/metrics", host: "OPS.example.com.:443"}, 200, "metrics"},
+		"allowed name with port": {request{method: "GET", path: "/metrics", host: "sidecar-1.internal:9443"}, 200, "metrics"},
+		"allowed name as Origin": {post(addr, map[string]string{"Origin": "https://ops.example.com"}), 200, "ui"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := reached.Load()
+			code, body := do(t, addr, tc.r)
+			require.Equal(t, tc.code, code, body)
+			require.Contains(t, body, tc.contains)
+			if tc.contains != "ui" {
+				require.Equal(t, before, reached.Load(), "a refused request never reaches the UI")
+			}
+		})
+	}
+}
+
+// Without credentials the River UI is served on loopback only, read-only:
+// it can be looked at, but nothing can be cancelled, retried or deleted.
+func TestUIReadOnlyWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	addr, reached := start(t, &server.Server{})
+	code, body := do(t, addr, request{method: http.MethodGet, path: "/riverui/api/jobs"})
+	require.Equal(t, 200, code, body)
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		code, body := do(t, addr, request{method: method, path: "/riverui/api/jobs/delete", header: map[string]string{"Origin": "http://" + addr}})
+		require.Equal(t, 403, code, method)
+		require.Contains(t, body, "the River UI is read-only without credentials: start the sidecar with --ui-user and --ui-password")
+	}
+	require.EqualValues(t, 1, reached.Load())
+}
