@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -82,6 +83,12 @@ type Config struct {
 	// listens on loopback (as for River's UI).
 	Anonymous bool
 
+	// TrustedHosts are more host names whose pages may act (their Origin
+	// is taken for this server's), as the HTTP server's AllowedHosts:
+	// e.g. the name of a reverse proxy that rewrites Host. Matched
+	// case-insensitively, ports ignored.
+	TrustedHosts []string
+
 	// Logger logs refused requests and database errors. If nil,
 	// slog.Default() is used.
 	Logger *slog.Logger
@@ -89,11 +96,12 @@ type Config struct {
 
 // Handler serves the console under Prefix. Create it with New.
 type Handler struct {
-	cfg    Config
-	logger *slog.Logger
-	mux    *http.ServeMux
-	pages  map[string]*template.Template
-	static http.Handler
+	cfg     Config
+	logger  *slog.Logger
+	mux     *http.ServeMux
+	pages   map[string]*template.Template
+	static  http.Handler
+	trusted map[string]bool
 }
 
 type user struct {
@@ -130,7 +138,10 @@ func New(cfg Config) (*Handler, error) {
 	if !cfg.Viewer.set() && !cfg.Operator.set() && !cfg.Anonymous {
 		return nil, errors.New("console: set a viewer or an operator (user:password), or serve it read-only to anyone")
 	}
-	h := &Handler{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}}
+	h := &Handler{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}, trusted: map[string]bool{}}
+	for _, host := range cfg.TrustedHosts {
+		h.trusted[hostname(host)] = true
+	}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
@@ -263,15 +274,16 @@ func checkCSRF(u *user, token string, now time.Time) string {
 // crossOrigin says why r, a request that changes something, comes from
 // another origin, or "" if it comes from this server's pages. The rules are
 // the HTTP server's (package server): the Origin must be this server's
-// (scheme http or https, host and port as in Host); without Origin,
+// (scheme http or https, host and port as in Host, or a host of trusted);
+// without Origin,
 // Sec-Fetch-Site must be same-origin or none; without both, a Referer must
 // be this server's. A request with none of them is not from a browser; the
 // CSRF token still applies to it.
-func crossOrigin(r *http.Request) string {
+func crossOrigin(r *http.Request, trusted map[string]bool) string {
 	same := func(raw string) bool {
 		u, err := url.Parse(raw)
 		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
-			strings.EqualFold(u.Host, r.Host)
+			(strings.EqualFold(u.Host, r.Host) || trusted[hostname(u.Host)])
 	}
 	if origin, ok := r.Header["Origin"]; ok {
 		if len(origin) != 1 || !same(origin[0]) {
@@ -289,6 +301,17 @@ func crossOrigin(r *http.Request) string {
 		return fmt.Sprintf("cross-origin request refused: Referer %q is not this server (%s)", ref, r.Host)
 	}
 	return ""
+}
+
+// hostname returns the lower-case host of "host", "host:port" or
+// "[v6]:port", without brackets and a trailing dot.
+func hostname(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // isPlainText mirrors ordertimeout._is_plain_text: 1 to max characters,
@@ -323,8 +346,8 @@ type page struct {
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"age":    formatAge,
-		"ts":     formatTime,
+		"age": formatAge,
+		"ts":  formatTime,
 		"ms": func(v *float64) string {
 			if v == nil {
 				return "—"

@@ -324,3 +324,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, console.Credentials{User: "ann", Password: "pa:ss"}, c)
 }
+
+// A page of a trusted host (the HTTP server's --http-allowed-hosts, e.g. a
+// reverse proxy's name) may act; its look-alikes may not.
+func TestTrustedHostsMayAct(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, TrustedHosts: []string{"Console.Example:443"}, Logger: sidecartest.Logger()})
+	token := site.token(t, operator)
+	for _, origin := range []string{"https://console.example.evil", "https://evil-console.example", "ftp://console.example"} {
+		a := site.resolve(t, operator, s.LateID, "manual", token, map[string]string{"Origin": origin})
+		require.Equal(t, http.StatusForbidden, a.Status, origin)
+	}
+	a := site.resolve(t, operator, s.LateID, "manual", token, map[string]string{"Origin": "https://console.example"})
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "resolved", readConflict(t, s.DB, s.LateID).State)
+}

@@ -287,7 +287,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "Viewers may not act: sign in as an operator to resolve conflicts.")
 		return
 	}
-	if why := crossOrigin(r); why != "" {
+	if why := crossOrigin(r, h.trusted); why != "" {
 		h.logger.Warn("console: cross-origin action refused", "user", u.Name, "reason", why)
 		h.fail(w, r, http.StatusForbidden, why)
 		return

@@ -445,11 +445,12 @@ func (s *Sidecar) newConsole() (http.Handler, error) {
 		pool = s.consolePool
 	}
 	h, err := console.New(console.Config{
-		Pool:      pool,
-		Viewer:    viewer,
-		Operator:  operator,
-		Anonymous: anonymous,
-		Logger:    s.logger.With("component", "console"),
+		Pool:         pool,
+		Viewer:       viewer,
+		Operator:     operator,
+		Anonymous:    anonymous,
+		TrustedHosts: cfg.HTTPAllowedHosts,
+		Logger:       s.logger.With("component", "console"),
 	})
 	if err != nil {
 		return nil, err
