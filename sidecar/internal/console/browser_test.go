@@ -104,6 +104,7 @@ func TestInTheBrowser(t *testing.T) {
 	}))
 	t.Cleanup(evil.Close)
 
+	setup := time.Since(started)
 	var chromeOut bytes.Buffer
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
@@ -128,6 +129,7 @@ func TestInTheBrowser(t *testing.T) {
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start Chromium %s: %v\n%s", chromium, err, chromeOut.String())
 	}
+	browserUp := time.Since(started)
 	deadline, cancelDeadline := context.WithTimeout(browser, 60*time.Second)
 	t.Cleanup(cancelDeadline)
 
@@ -253,7 +255,8 @@ func TestInTheBrowser(t *testing.T) {
 	m := readConflict(t, db, s.MismatchID)
 	require.Equal(t, "open", m.State, "the short payment's conflict is untouched")
 	require.Zero(t, m.Events)
-	t.Logf("browser test: %s; screenshots in %s", time.Since(started).Round(time.Millisecond), shots)
+	t.Logf("browser test: %s (database and sidecar ready after %s, Chromium after %s); screenshots in %s",
+		time.Since(started).Round(time.Millisecond), setup.Round(time.Millisecond), browserUp.Round(time.Millisecond), shots)
 	if strings.Contains(chromeOut.String(), "Running as root without --no-sandbox") {
 		t.Fatalf("Chromium refused to run as root:\n%s", chromeOut.String())
 	}

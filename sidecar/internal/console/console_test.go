@@ -340,3 +340,21 @@ func TestTrustedHostsMayAct(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	require.Equal(t, "resolved", readConflict(t, s.DB, s.LateID).State)
 }
+
+// The overview reads the pause switch only where the schema has it.
+func TestPausedIndicator(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	a := site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
+	require.NotContains(t, a.Body, "aused")
+	// A schema with the switch (as the pause migration may add it).
+	sidecartest.Exec(t, s.DB, "ALTER TABLE ordertimeout.settings ADD COLUMN paused boolean NOT NULL DEFAULT false")
+	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
+	require.Contains(t, a.Body, "Running: not paused.")
+	sidecartest.Exec(t, s.DB, "UPDATE ordertimeout.settings SET paused = true")
+	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status)
+	require.Contains(t, a.Body, `class="flash paused"`)
+	a = site.do(t, http.MethodGet, "/console/settings", viewer, nil, nil)
+	require.Contains(t, a.Body, "<th>paused</th><td class=\"mono\">true</td>")
+}
