@@ -23,8 +23,8 @@ const (
 	MaxAmountFractionDigits = 6
 )
 
-// MaxPaymentIDLength is the most characters a payment id may have (the
-// database's limit).
+// MaxPaymentIDLength is the most characters a payment or refund id may have
+// (the database's limit).
 const MaxPaymentIDLength = 128
 
 var amountGrammar = regexp.MustCompile(`^(0|[1-9][0-9]*)(\.[0-9]+)?$`)
@@ -95,22 +95,25 @@ func (c Currency) SQL() any {
 	return string(c)
 }
 
-// checkPaymentID refuses a payment id the database would refuse, or that
-// could mislead a person reading it: empty, longer than MaxPaymentIDLength
-// characters, not UTF-8, or with control, format (bidi, zero-width) or line
-// and paragraph separator characters.
-func checkPaymentID(id string) error {
+// checkID refuses an id (field names it: payment_id, refund_id) the
+// database would refuse, or that could mislead a person reading it: empty,
+// longer than MaxPaymentIDLength characters, not UTF-8, "." or "..", or with
+// control, format (bidi, zero-width) or line and paragraph separator
+// characters.
+func checkID(field, id string) error {
 	switch {
 	case id == "":
-		return errors.New("payment_id is missing")
+		return fmt.Errorf("%s is missing", field)
 	case !utf8.ValidString(id):
-		return errors.New("payment_id is not valid UTF-8")
+		return fmt.Errorf("%s is not valid UTF-8", field)
 	case utf8.RuneCountInString(id) > MaxPaymentIDLength:
-		return fmt.Errorf("payment_id is longer than %d characters", MaxPaymentIDLength)
+		return fmt.Errorf("%s is longer than %d characters", field, MaxPaymentIDLength)
+	case id == "." || id == "..":
+		return fmt.Errorf("%s is %q", field, id)
 	case strings.IndexFunc(id, func(r rune) bool {
 		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 	}) >= 0:
-		return fmt.Errorf("payment_id %s has control, format or separator characters", quote(id))
+		return fmt.Errorf("%s %s has control, format or separator characters", field, quote(id))
 	}
 	return nil
 }

@@ -41,8 +41,9 @@
 //     field only in case ("Status"); other unknown keys are ignored, so a
 //     gateway may add fields;
 //   - status is one of the values above, exactly (lower case);
-//   - a paid status has a payment_id of 1 to 128 characters without
-//     control, format (bidi, zero-width) or line separator characters;
+//   - a paid status has a payment_id, and a refund a refund_id, of 1 to 128
+//     characters, not "." or "..", without control, format (bidi,
+//     zero-width) or line separator characters;
 //   - amount, when present and not null, is a JSON string or number in the
 //     grammar (0|[1-9][0-9]*)(\.[0-9]+)? with at most 15 integer and 6
 //     fraction digits: never negative, NaN, Infinity, an exponent ("1e3")

@@ -23,8 +23,8 @@ var ErrUnavailable = errors.New("payment gateway unavailable")
 // larger than MaxAnswerBytes, not UTF-8), a key twice in any object, a key
 // that differs from a contract field only in case, a status the contract does
 // not know, an amount outside the grammar of ParseAmount, a currency that is
-// not three upper-case letters, or a paid status without a usable
-// payment_id. It says nothing about the money either.
+// not three upper-case letters, or a paid status or refund without a usable
+// payment_id or refund_id. It says nothing about the money either.
 var ErrBadAnswer = errors.New("payment gateway gave an unusable answer")
 
 // ErrBadRequest marks a request the client refuses to send because it breaks
@@ -157,7 +157,7 @@ func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
 		if o.PaymentID == "" {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid without payment_id: %w", orderID, ErrBadAnswer)
 		}
-		if err := checkPaymentID(o.PaymentID); err != nil {
+		if err := checkID("payment_id", o.PaymentID); err != nil {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
 	case StatusPending, StatusFailed, StatusNone:
@@ -185,7 +185,7 @@ func (c *Client) Close(ctx context.Context, orderID string) (CloseResult, error)
 		if r.PaymentID == "" {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid without payment_id: %w", orderID, ErrBadAnswer)
 		}
-		if err := checkPaymentID(r.PaymentID); err != nil {
+		if err := checkID("payment_id", r.PaymentID); err != nil {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
 	default:
@@ -215,6 +215,9 @@ func (c *Client) Refund(ctx context.Context, req RefundRequest) (Refund, error) 
 	if r.Status != RefundRefunded || r.RefundID == "" {
 		return Refund{}, fmt.Errorf("refund payment %q of order %q at gateway: status %s, refund_id %s: %w",
 			req.PaymentID, req.OrderID, quote(r.Status), quote(r.RefundID), ErrBadAnswer)
+	}
+	if err := checkID("refund_id", r.RefundID); err != nil {
+		return Refund{}, fmt.Errorf("refund payment %q of order %q at gateway: %v: %w", req.PaymentID, req.OrderID, err, ErrBadAnswer)
 	}
 	return r, nil
 }

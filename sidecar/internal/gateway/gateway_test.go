@@ -186,6 +186,7 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 		"payment id zero width":       `{"status": "paid", "payment_id": "P\u200b1"}`,
 		"payment id line separator":   `{"status": "paid", "payment_id": "P\u20281"}`,
 		"payment id too long":         `{"status": "paid", "payment_id": "` + strings.Repeat("p", 129) + `"}`,
+		"payment id dot dot":          `{"status": "paid", "payment_id": ".."}`,
 		"too large":                   `{"status": "none"}` + strings.Repeat(" ", gateway.MaxAnswerBytes),
 		"nested too deep":             `{"status": "none", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
 	}
@@ -237,6 +238,9 @@ func TestRefundIsStrict(t *testing.T) {
 		`{"refund_id": "R1"}`,
 		`{"status": "refunded"}`,
 		`{"refund_id": "R1", "status": "refunded"} {}`,
+		`{"refund_id": "R\u202e1", "status": "refunded"}`,
+		`{"refund_id": "..", "status": "refunded"}`,
+		`{"refund_id": 1, "status": "refunded"}`,
 	} {
 		srv, _ := answerServer(t, 200, body)
 		_, err := (&gateway.Client{BaseURL: srv.URL}).Refund(ctx, req)
