@@ -64,16 +64,71 @@ ALTER TABLE ordertimeout.conflicts
         CHECK (refund_started_at IS NULL OR state = 'refunding' OR coalesce(resolution, '') = 'refunded'),
     ADD CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL);
 
+-- The pause switch.
+ALTER TABLE ordertimeout.settings
+    ADD COLUMN paused boolean NOT NULL DEFAULT false,
+    ADD COLUMN paused_at timestamptz,
+    ADD COLUMN paused_by text,
+    ADD COLUMN resumed_at timestamptz,
+    ADD CONSTRAINT settings_paused_has_paused_at CHECK (NOT paused OR paused_at IS NOT NULL);
+
+-- Payment methods: each with its own paying window, because a bank transfer
+-- or a QR code needs another window than a card. Changed with
+-- ordertimeout.put_payment_method().
+
+CREATE TABLE ordertimeout.payment_methods (
+    method        text     NOT NULL,
+    paying_window interval NOT NULL,
+    gateway_close boolean  NOT NULL DEFAULT true,
+    late_payment  text,
+    CONSTRAINT payment_methods_pkey PRIMARY KEY (method),
+    CONSTRAINT payment_methods_name_plain CHECK (method ~ '^[a-z][a-z0-9_]{0,31}$'),
+    CONSTRAINT payment_methods_paying_window_in_range
+        CHECK (paying_window > interval '0' AND paying_window <= interval '30 days'),
+    CONSTRAINT payment_methods_late_payment_known
+        CHECK (late_payment IN ('reinstate', 'refund', 'manual'))
+);
+
+COMMENT ON TABLE ordertimeout.payment_methods IS
+    'named payment methods a shop configures once: the paying window the gateway enforces, whether a cancel closes the payment at the gateway, and a late-payment policy that overrides settings.late_payment';
+COMMENT ON COLUMN ordertimeout.payment_methods.gateway_close IS
+    'false for methods the gateway cannot close (a bank transfer): no close is sent after a cancel';
+COMMENT ON COLUMN ordertimeout.payment_methods.late_payment IS
+    'the policy for money arriving after the cancel for orders paid this way; NULL: settings.late_payment';
+
+INSERT INTO ordertimeout.payment_methods (method, paying_window, gateway_close, late_payment)
+VALUES ('card', interval '15 minutes', true, NULL),
+       ('qr', interval '2 hours', true, NULL),
+       ('bank_transfer', interval '3 days', false, 'refund');
+
+ALTER TABLE ordertimeout.orders
+    ADD COLUMN payment_method text,
+    ADD COLUMN gateway_expire_at timestamptz,
+    ADD CONSTRAINT orders_payment_method_known
+        FOREIGN KEY (payment_method) REFERENCES ordertimeout.payment_methods (method),
+    ADD CONSTRAINT orders_gateway_expiry_before_cancel CHECK (gateway_expire_at <= cancel_at);
+ALTER TYPE ordertimeout.order_state
+    ADD ATTRIBUTE payment_method text,
+    ADD ATTRIBUTE gateway_expire_at timestamptz;
+
 COMMENT ON COLUMN ordertimeout.conflicts.state IS
     'open (waiting for a resolution), refunding (a refund was claimed: only finish_refund can end it), resolved';
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
 COMMENT ON COLUMN ordertimeout.payments.currency IS
     'the payment''s currency as confirmed (the order''s when the caller gave none)';
+COMMENT ON COLUMN ordertimeout.orders.gateway_expire_at IS
+    'the deadline the gateway must enforce for the payment begun last (begin_payment returns it): pass it as the gateway''s expiry; cancel_at is never before it plus grace';
+COMMENT ON COLUMN ordertimeout.settings.paused IS
+    'while true nothing is cancelled by a timeout: sweep_due claims nothing, cancel_checked refuses (OT137), gateway closes wait; payments and conflicts go on';
+COMMENT ON COLUMN ordertimeout.settings.paused_at IS 'when the last pause began (kept after the resume: cancels due during it say they waited)';
+COMMENT ON COLUMN ordertimeout.settings.resumed_at IS 'when the last pause ended';
 
 -- Signatures that changed: confirm_payment takes the payment's currency;
 -- open_conflicts returns currency and state.
 DROP FUNCTION ordertimeout.confirm_payment(text, text, numeric);
 DROP FUNCTION ordertimeout.open_conflicts(integer);
+DROP FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval);
+DROP FUNCTION ordertimeout.begin_payment(text, text, interval);
 
 CREATE OR REPLACE VIEW ordertimeout.sweep_stats AS
 SELECT
@@ -108,10 +163,11 @@ SELECT
     (SELECT count(*)
        FROM public.river_job AS r
       WHERE r.state = 'discarded'
-        AND r.queue = 'ordertimeout_expire') AS malformed_timers;
+        AND r.queue = 'ordertimeout_expire') AS malformed_timers,
+    (SELECT s.paused FROM ordertimeout.settings AS s) AS paused;
 
 COMMENT ON VIEW ordertimeout.sweep_stats IS
-    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts, malformed timer rows set aside by sweep_due';
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts, malformed timer rows set aside by sweep_due, whether timeout cancels are paused';
 
 
 -- ------------------------------------------------------------------
@@ -398,11 +454,11 @@ BEGIN
     END IF;
     SELECT k INTO v_key
     FROM jsonb_object_keys(options) AS k
-    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck')
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck', 'method')
     ORDER BY 1
     LIMIT 1;
     IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck)', v_key
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', v_key
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
@@ -436,6 +492,10 @@ BEGIN
                                  OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
         RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
             USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'method' AND jsonb_typeof(options -> 'method') <> 'string' THEN
+        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', options -> 'method'
+            USING ERRCODE = 'OT160';
     END IF;
     IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
                                  OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
@@ -583,7 +643,9 @@ BEGIN
         (SELECT count(*)::integer
            FROM ordertimeout.conflicts AS c
           WHERE c.order_id = o.order_id
-            AND c.resolution IS NULL)
+            AND c.resolution IS NULL),
+        o.payment_method,
+        o.gateway_expire_at
     INTO v_state
     FROM ordertimeout.orders AS o
     WHERE o.order_id = _order_state.order_id;
@@ -604,6 +666,426 @@ BEGIN
         RAISE EXCEPTION 'order_id "%" is unknown', order_id
             USING ERRCODE = 'OT120';
     END IF;
+END
+$$;
+
+-- ------------------------------------------------------------------
+-- plpgsql/payment_methods.sql
+-- ------------------------------------------------------------------
+
+-- Returns the payment method named method, or raises OT160 naming field
+-- when there is none.
+CREATE OR REPLACE FUNCTION ordertimeout._payment_method(field text, method text)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, left(_payment_method.method, 64),
+            (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
+            USING ERRCODE = 'OT160';
+    END IF;
+    RETURN v_row;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout.put_payment_method(
+    method        text,
+    paying_window interval,
+    gateway_close boolean DEFAULT true,
+    late_payment  text DEFAULT NULL)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    IF put_payment_method.method IS NULL THEN
+        RAISE EXCEPTION 'method must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.method !~ '^[a-z][a-z0-9_]{0,31}$' THEN
+        RAISE EXCEPTION 'method must be 1 to 32 lower-case letters, digits or _, starting with a letter, got "%"',
+            left(put_payment_method.method, 64)
+            USING ERRCODE = 'OT161';
+    END IF;
+    IF put_payment_method.paying_window IS NULL THEN
+        RAISE EXCEPTION 'paying_window must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    PERFORM ordertimeout._check_interval('paying_window', put_payment_method.paying_window, interval '30 days', 'OT162');
+    IF put_payment_method.gateway_close IS NULL THEN
+        RAISE EXCEPTION 'gateway_close must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund", "manual" or NULL (settings.late_payment), got "%"',
+            left(put_payment_method.late_payment, 32)
+            USING ERRCODE = 'OT163';
+    END IF;
+
+    INSERT INTO ordertimeout.payment_methods AS m (method, paying_window, gateway_close, late_payment)
+    VALUES (put_payment_method.method, put_payment_method.paying_window, put_payment_method.gateway_close,
+            put_payment_method.late_payment)
+    ON CONFLICT ON CONSTRAINT payment_methods_pkey DO UPDATE
+    SET paying_window = excluded.paying_window,
+        gateway_close = excluded.gateway_close,
+        late_payment = excluded.late_payment
+    RETURNING m.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text) IS
+    'creates or changes a payment method: its paying window (at most 30 days), whether a cancel closes the payment at the gateway, and its late-payment policy (NULL: settings.late_payment); safe to repeat';
+
+-- ------------------------------------------------------------------
+-- plpgsql/release.sql
+-- ------------------------------------------------------------------
+
+-- What happens to an order's reservations: released on cancel (through the
+-- ledger), consumed on payment, reclaimed when a late payment reinstates it.
+--
+-- Lock order, the same in every function: timer rows, then order rows, then
+-- stock rows sorted by sku, then points accounts sorted by account. Concurrent
+-- sweeps and payments therefore never deadlock on stock.
+
+-- Releases stock, coupons and points of the given orders, each at most once:
+-- the ledger's primary key admits one release per (order, kind, resource) and
+-- only what the ledger admitted goes back.
+CREATE OR REPLACE FUNCTION ordertimeout._release(order_ids text[], causes text[], at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_orders text[];
+    v_skus   text[];
+    v_qtys   bigint[];
+    v_causes text[];
+BEGIN
+    SELECT array_agg(i.order_id), array_agg(i.sku), array_agg(i.qty::bigint), array_agg(t.cause)
+    INTO v_orders, v_skus, v_qtys, v_causes
+    FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+    JOIN ordertimeout.order_items AS i ON i.order_id = t.order_id;
+
+    IF v_orders IS NOT NULL THEN
+        PERFORM 1
+        FROM ordertimeout.stock AS s
+        WHERE s.sku = ANY (v_skus)
+        ORDER BY s.sku
+        FOR NO KEY UPDATE;
+
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT r.order_id, 'stock', r.sku, r.qty, r.cause, _release.at
+            FROM unnest(v_orders, v_skus, v_qtys, v_causes) AS r(order_id, sku, qty, cause)
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING resource_id, qty
+        )
+        UPDATE ordertimeout.stock AS s
+        SET available = s.available + r.qty,
+            reserved = s.reserved - r.qty
+        FROM (SELECT resource_id, sum(qty) AS qty FROM released GROUP BY resource_id) AS r
+        WHERE s.sku = r.resource_id;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM ordertimeout.coupon_holds AS h
+                WHERE h.order_id = ANY (_release.order_ids) AND h.released_at IS NULL AND h.used_at IS NULL) THEN
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT h.order_id, 'coupon', h.coupon_id, 1, t.cause, _release.at
+            FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+            JOIN ordertimeout.coupon_holds AS h ON h.order_id = t.order_id
+            WHERE h.released_at IS NULL
+              AND h.used_at IS NULL
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING order_id
+        )
+        UPDATE ordertimeout.coupon_holds AS h
+        SET released_at = _release.at
+        FROM released AS r
+        WHERE h.order_id = r.order_id;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM ordertimeout.points_holds AS h
+                WHERE h.order_id = ANY (_release.order_ids) AND h.released_at IS NULL AND h.used_at IS NULL) THEN
+        PERFORM 1
+        FROM ordertimeout.points_accounts AS a
+        WHERE a.account_id IN (SELECT h.account_id
+                                 FROM ordertimeout.points_holds AS h
+                                WHERE h.order_id = ANY (_release.order_ids))
+        ORDER BY a.account_id
+        FOR NO KEY UPDATE;
+
+        WITH released AS (
+            INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
+            SELECT h.order_id, 'points', h.account_id, h.points, t.cause, _release.at
+            FROM unnest(_release.order_ids, _release.causes) AS t(order_id, cause)
+            JOIN ordertimeout.points_holds AS h ON h.order_id = t.order_id
+            WHERE h.released_at IS NULL
+              AND h.used_at IS NULL
+            ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
+            RETURNING order_id, resource_id, qty
+        ), holds AS (
+            UPDATE ordertimeout.points_holds AS h
+            SET released_at = _release.at
+            FROM released AS r
+            WHERE h.order_id = r.order_id
+        )
+        UPDATE ordertimeout.points_accounts AS a
+        SET held = a.held - r.qty
+        FROM (SELECT resource_id, sum(qty) AS qty FROM released GROUP BY resource_id) AS r
+        WHERE a.account_id = r.resource_id;
+    END IF;
+END
+$$;
+
+-- A paid order's reservations become sales: reserved stock is sold, the coupon
+-- is used, held points are spent.
+CREATE OR REPLACE FUNCTION ordertimeout._consume(order_id text, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM 1
+    FROM ordertimeout.stock AS s
+    WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = _consume.order_id)
+    ORDER BY s.sku
+    FOR NO KEY UPDATE;
+
+    UPDATE ordertimeout.stock AS s
+    SET reserved = s.reserved - i.qty,
+        sold = s.sold + i.qty
+    FROM ordertimeout.order_items AS i
+    WHERE i.order_id = _consume.order_id
+      AND s.sku = i.sku;
+
+    UPDATE ordertimeout.coupon_holds AS h
+    SET used_at = _consume.at
+    WHERE h.order_id = _consume.order_id
+      AND h.released_at IS NULL
+      AND h.used_at IS NULL;
+
+    WITH spent AS (
+        UPDATE ordertimeout.points_holds AS h
+        SET used_at = _consume.at
+        WHERE h.order_id = _consume.order_id
+          AND h.released_at IS NULL
+          AND h.used_at IS NULL
+        RETURNING h.account_id, h.points
+    )
+    UPDATE ordertimeout.points_accounts AS a
+    SET balance = a.balance - spent.points,
+        held = a.held - spent.points
+    FROM spent
+    WHERE a.account_id = spent.account_id;
+END
+$$;
+
+-- Takes back what a cancelled order released, straight to sold, for a late
+-- payment that reinstates it. All or nothing: raises OT132 naming what is gone.
+CREATE OR REPLACE FUNCTION ordertimeout._reclaim(order_id text, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_sku       text;
+    v_available bigint;
+    v_qty       bigint;
+    v_coupon    text;
+    v_account   text;
+    v_points    bigint;
+BEGIN
+    SELECT s.sku, s.available, i.qty INTO v_sku, v_available, v_qty
+    FROM (SELECT s.sku, s.available
+            FROM ordertimeout.stock AS s
+           WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = _reclaim.order_id)
+           ORDER BY s.sku
+           FOR NO KEY UPDATE) AS s
+    JOIN ordertimeout.order_items AS i ON i.order_id = _reclaim.order_id AND i.sku = s.sku
+    WHERE s.available < i.qty
+    ORDER BY s.sku
+    LIMIT 1;
+    IF v_sku IS NOT NULL THEN
+        RAISE EXCEPTION 'order "%" cannot be reinstated: sku "%" has % available, % needed',
+            order_id, v_sku, v_available, v_qty
+            USING ERRCODE = 'OT132';
+    END IF;
+
+    -- The coupon before the points, as in create_order. Making the hold live
+    -- again is what decides: the unique index admits one live hold per coupon,
+    -- also against a concurrent create_order that has not committed yet.
+    SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = _reclaim.order_id;
+    IF v_coupon IS NOT NULL THEN
+        BEGIN
+            UPDATE ordertimeout.coupon_holds AS h
+            SET released_at = NULL,
+                used_at = _reclaim.at
+            WHERE h.order_id = _reclaim.order_id;
+        EXCEPTION
+            WHEN unique_violation THEN
+                RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
+                    USING ERRCODE = 'OT132';
+        END;
+    END IF;
+
+    SELECT h.account_id, h.points INTO v_account, v_points
+    FROM ordertimeout.points_holds AS h
+    WHERE h.order_id = _reclaim.order_id;
+    IF v_account IS NOT NULL THEN
+        UPDATE ordertimeout.points_accounts AS a
+        SET balance = a.balance - v_points
+        WHERE a.account_id = v_account
+          AND a.balance - a.held >= v_points;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order "%" cannot be reinstated: account "%" has fewer than % free points',
+                order_id, v_account, v_points
+                USING ERRCODE = 'OT132';
+        END IF;
+        UPDATE ordertimeout.points_holds AS h
+        SET released_at = NULL,
+            used_at = _reclaim.at
+        WHERE h.order_id = _reclaim.order_id;
+    END IF;
+
+    UPDATE ordertimeout.stock AS s
+    SET available = s.available - i.qty,
+        sold = s.sold + i.qty
+    FROM ordertimeout.order_items AS i
+    WHERE i.order_id = _reclaim.order_id
+      AND s.sku = i.sku;
+
+    UPDATE ordertimeout.releases AS r
+    SET reclaimed_at = _reclaim.at
+    WHERE r.order_id = _reclaim.order_id
+      AND r.reclaimed_at IS NULL;
+END
+$$;
+
+-- Cancels the given orders that are still PENDING (and, where a version is
+-- given, still at that deadline version), releases what they reserved, logs
+-- the events and queues a gateway close for those that had a payment attempt.
+-- Set-based: one UPDATE decides which orders this call cancels. With
+-- respect_precheck, orders whose policy wants a gateway check first are left
+-- alone. Returns the orders it cancelled.
+CREATE OR REPLACE FUNCTION ordertimeout._cancel_orders(
+    order_ids        text[],
+    versions         integer[],
+    causes           text[],
+    reason           text,
+    respect_precheck boolean)
+RETURNS TABLE (cancelled_order_id text, cancelled_cause text)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_precheck  text;
+    v_webhooks  boolean;
+    v_paused_at timestamptz;
+    v_resumed   timestamptz;
+    v_actor     text := ordertimeout._actor();
+    v_ids       text[];
+    v_causes    text[];
+    v_at        timestamptz[];
+    v_cancel_at timestamptz[];
+    v_attempted boolean[];
+    v_methods   text[];
+    v_event_ids bigint[];
+BEGIN
+    SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
+    INTO v_precheck, v_webhooks, v_paused_at, v_resumed
+    FROM ordertimeout.settings AS s;
+
+    WITH cancelled AS (
+        UPDATE ordertimeout.orders AS o
+        SET status = 'CANCELLED',
+            cancelled_at = clock_timestamp(),
+            cancel_cause = t.cause,
+            cancel_reason = _cancel_orders.reason,
+            deadline_version = o.deadline_version + 1,
+            timer_job_id = NULL
+        FROM unnest(_cancel_orders.order_ids, _cancel_orders.versions, _cancel_orders.causes)
+             AS t(order_id, version, cause)
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND (t.version IS NULL OR o.deadline_version = t.version)
+          AND (NOT _cancel_orders.respect_precheck
+               OR NOT CASE coalesce(o.precheck, v_precheck)
+                          WHEN 'always' THEN true
+                          WHEN 'never' THEN false
+                          ELSE o.payment_attempted
+                      END)
+        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
+    )
+    SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
+           array_agg(c.cancel_at), array_agg(c.payment_attempted), array_agg(c.payment_method)
+    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted, v_methods
+    FROM cancelled AS c;
+
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    WITH logged AS (
+        INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at, detail)
+        SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
+               CASE WHEN e.cause IN ('timeout', 'sweep') THEN e.at - e.cancel_at END,
+               e.at,
+               -- A timeout due while cancels were paused says so: its
+               -- lateness includes the pause.
+               nullif(CASE WHEN _cancel_orders.reason IS NOT NULL
+                           THEN jsonb_build_object('reason', _cancel_orders.reason) ELSE '{}' END
+                      || CASE WHEN e.cause IN ('timeout', 'sweep') AND e.cancel_at < v_resumed AND e.cancel_at >= v_paused_at
+                              THEN jsonb_build_object('waited_for_pause', true, 'paused_at', v_paused_at,
+                                                      'resumed_at', v_resumed)
+                              ELSE '{}' END,
+                      '{}')
+        FROM unnest(v_ids, v_causes, v_at, v_cancel_at) AS e(order_id, cause, at, cancel_at)
+        RETURNING event_id
+    )
+    SELECT array_agg(l.event_id) INTO v_event_ids FROM logged AS l;
+
+    IF v_webhooks THEN
+        PERFORM ordertimeout._enqueue_webhooks(v_event_ids);
+    END IF;
+
+    -- A buyer who started a payment must not be able to finish it now: close
+    -- the payment at the gateway (unless its method has nothing to close: a
+    -- bank transfer).
+    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
+    SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
+    FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
+    WHERE g.attempted
+      AND coalesce(m.gateway_close, true);
+
+    -- Give back stock, coupons and points last: the stock rows of the batch,
+    -- which every create_order of the same SKUs needs, stay locked only from
+    -- here to the commit.
+    PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
+
+    RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
 END
 $$;
 
@@ -662,6 +1144,9 @@ BEGIN
     v_coupon := v_options ->> 'coupon';
     v_account := v_options ->> 'points_account';
     v_points := (v_options ->> 'points')::bigint;
+    IF v_options ? 'method' THEN
+        PERFORM ordertimeout._payment_method('options.method', v_options ->> 'method');
+    END IF;
     v_request := jsonb_build_object(
         'items', v_items,
         'timeout', extract(epoch FROM create_order.timeout),
@@ -671,11 +1156,11 @@ BEGIN
     -- order if the content is the same, an error if not.
     INSERT INTO ordertimeout.orders AS o (
         order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
-        amount, currency, coupon_id, points_account, points, request)
+        amount, currency, coupon_id, points_account, points, request, payment_method)
     VALUES (
         create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
         v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
-        v_coupon, v_account, v_points, v_request)
+        v_coupon, v_account, v_points, v_request, v_options ->> 'method')
     ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
     RETURNING o.timer_job_id INTO v_job_id;
 
@@ -836,10 +1321,18 @@ BEGIN
 END
 $$;
 
+-- The paying window is the call's, else the payment method's (the call's
+-- method, else the order's), else settings.paying_window. The gateway must
+-- enforce gateway_expire_at = now + window: the shop passes that moment to
+-- the gateway as the payment's expiry, so both clocks agree. The payment
+-- check runs at paying_until = gateway_expire_at + grace, and the order's
+-- cancel_at is moved to at least that moment too: ordertimeout never cancels
+-- an order while the gateway may still take its money.
 CREATE OR REPLACE FUNCTION ordertimeout.begin_payment(
     order_id      text,
     payment_id    text,
-    paying_window interval DEFAULT NULL)
+    paying_window interval DEFAULT NULL,
+    method        text DEFAULT NULL)
 RETURNS ordertimeout.order_state
 LANGUAGE plpgsql
 VOLATILE
@@ -857,14 +1350,20 @@ DECLARE
     v_pay_order   text;
     v_pay_status  text;
     v_until       timestamptz;
+    v_gw_expire   timestamptz;
     v_job_id      bigint;
+    v_method      text;
+    v_grace       interval;
 BEGIN
     PERFORM ordertimeout._check_order_id(begin_payment.order_id);
     PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
     PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
-    v_window := coalesce(begin_payment.paying_window, (SELECT s.paying_window FROM ordertimeout.settings AS s));
+    IF begin_payment.method IS NOT NULL THEN
+        PERFORM ordertimeout._payment_method('method', begin_payment.method);
+    END IF;
 
-    SELECT o.status, o.expire_at, o.timer_job_id INTO v_status, v_expire, v_timer
+    SELECT o.status, o.expire_at, o.timer_job_id, coalesce(begin_payment.method, o.payment_method)
+    INTO v_status, v_expire, v_timer, v_method
     FROM ordertimeout.orders AS o
     WHERE o.order_id = begin_payment.order_id
     FOR NO KEY UPDATE;
@@ -898,8 +1397,14 @@ BEGIN
             USING ERRCODE = 'OT122';
     END IF;
 
+    SELECT coalesce(begin_payment.paying_window, m.paying_window, s.paying_window), s.grace
+    INTO v_window, v_grace
+    FROM ordertimeout.settings AS s
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
+
     -- The payment check at paying_until: the sidecar asks the gateway.
-    v_until := v_now + v_window;
+    v_gw_expire := v_now + v_window;
+    v_until := v_gw_expire + v_grace;
     v_job_id := ordertimeout._insert_job(
         'ordertimeout_payment_check',
         jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
@@ -909,6 +1414,9 @@ BEGIN
     UPDATE ordertimeout.orders AS o
     SET status = 'PAYING',
         paying_until = greatest(o.paying_until, v_until),
+        gateway_expire_at = greatest(o.gateway_expire_at, v_gw_expire),
+        cancel_at = greatest(o.cancel_at, v_until),
+        payment_method = v_method,
         payment_attempted = true,
         deadline_version = o.deadline_version + 1,
         timer_job_id = v_job_id,
@@ -928,14 +1436,15 @@ BEGIN
         PERFORM ordertimeout._drop_timer(v_timer);
     END IF;
     PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
-        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until));
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
+                           'gateway_expire_at', v_gw_expire, 'method', v_method));
 
     RETURN ordertimeout._order_state(begin_payment.order_id, false);
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval) IS
-    'PENDING -> PAYING before the buyer is sent to the gateway; refused once the order has expired; the timeout no longer applies while PAYING';
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval, text) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway, with the paying window of the call, else of the payment method, else of the settings; returns gateway_expire_at, the expiry to give the gateway; refused once the order has expired; the timeout no longer applies while PAYING and never comes before gateway_expire_at + grace';
 
 -- Money is exact: an order with an amount (and currency) is PAID only by a
 -- payment of that amount in that currency. Any other payment is a conflict
@@ -1430,9 +1939,15 @@ DECLARE
     v_caught    integer;
     v_checks    integer;
     v_rescued_payments integer := 0;
+    v_paused    boolean;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
-    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+    SELECT s.precheck, s.paused INTO v_precheck, v_paused FROM ordertimeout.settings AS s;
+    -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
+    IF v_paused THEN
+        RETURN QUERY SELECT 0, 0, 0, 0, 0;
+        RETURN;
+    END IF;
 
     -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
     -- A row whose args are not {"order_id": text, "version": integer} is
@@ -1693,11 +2208,17 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_cancelled boolean;
+    v_paused_at timestamptz;
 BEGIN
     PERFORM ordertimeout._require_order(cancel_checked.order_id);
     IF cancel_checked.deadline_version IS NULL THEN
         RAISE EXCEPTION 'deadline_version must not be null'
             USING ERRCODE = 'OT100';
+    END IF;
+    SELECT s.paused_at INTO v_paused_at FROM ordertimeout.settings AS s WHERE s.paused;
+    IF FOUND THEN
+        RAISE EXCEPTION 'timeout cancels are paused (since %): ask again after configure(paused => false)', v_paused_at
+            USING ERRCODE = 'OT137';
     END IF;
     SELECT count(*) > 0 INTO v_cancelled
     FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
@@ -1748,7 +2269,11 @@ BEGIN
         RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
             USING ERRCODE = 'OT141';
     END IF;
-    v_wake := least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep);
+    -- While paused, due timers are not worth waking for: sleep the longest.
+    v_wake := CASE WHEN (SELECT s.paused FROM ordertimeout.settings AS s)
+                   THEN clock_timestamp() + plan_sleep.max_sleep
+                   ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
+              END;
     UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
     RETURN v_wake;
 END
@@ -2058,9 +2583,10 @@ RETURNS TABLE (
     payment_id  text,
     kind        text,
     amount      numeric,
-    detected_at timestamptz,
-    currency    text,
-    state       text)
+    detected_at  timestamptz,
+    currency     text,
+    state        text,
+    late_payment text)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -2069,8 +2595,12 @@ AS $$
 BEGIN
     PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
-    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state,
+           coalesce(m.late_payment, s.late_payment)
     FROM ordertimeout.conflicts AS c
+    JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method
+    CROSS JOIN ordertimeout.settings AS s
     WHERE c.resolution IS NULL
     ORDER BY c.detected_at, c.conflict_id
     LIMIT open_conflicts.max;
@@ -2078,7 +2608,7 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
-    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first: what the sidecar reads after every wake-up on channel ordertimeout_conflict';
+    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first, with the late-payment policy that applies (the payment method''s, else the settings''): what the sidecar reads after every wake-up on channel ordertimeout_conflict';
 
 -- ------------------------------------------------------------------
 -- plpgsql/admin.sql
@@ -2183,7 +2713,8 @@ CREATE OR REPLACE FUNCTION ordertimeout.configure(
     precheck        text DEFAULT NULL,
     late_payment    text DEFAULT NULL,
     webhooks        boolean DEFAULT NULL,
-    remind_before   interval DEFAULT NULL)
+    remind_before   interval DEFAULT NULL,
+    paused          boolean DEFAULT NULL)
 RETURNS ordertimeout.settings
 LANGUAGE plpgsql
 VOLATILE
@@ -2192,7 +2723,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_row ordertimeout.settings;
+    v_row   ordertimeout.settings;
+    v_now   timestamptz := clock_timestamp();
+    v_actor text := ordertimeout._actor();
 BEGIN
     PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
     PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
@@ -2220,14 +2753,22 @@ BEGIN
                             WHEN configure.remind_before IS NULL THEN s.remind_before
                             WHEN configure.remind_before = interval '0' THEN NULL
                             ELSE configure.remind_before
-                        END
+                        END,
+        paused = coalesce(configure.paused, s.paused),
+        paused_at = CASE WHEN configure.paused AND NOT s.paused THEN v_now ELSE s.paused_at END,
+        paused_by = CASE WHEN configure.paused AND NOT s.paused THEN v_actor ELSE s.paused_by END,
+        resumed_at = CASE WHEN NOT configure.paused AND s.paused THEN v_now ELSE s.resumed_at END
     RETURNING s.* INTO v_row;
+    IF configure.paused IS FALSE THEN
+        -- The backlog is due now: wake the sleeping sweepers.
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
     RETURN v_row;
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval) IS
-    'changes settings; a NULL argument leaves that setting as it is; returns the settings';
+COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean) IS
+    'changes settings; a NULL argument leaves that setting as it is; paused => true stops every timeout cancel until paused => false; returns the settings';
 
 -- ------------------------------------------------------------------
 -- privileges of the new functions (as in sql/grants.sql)
@@ -2240,3 +2781,10 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.finish_refund(bigint, text),
     ordertimeout.open_conflicts(integer)
 TO ordertimeout_sidecar, ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean)
+TO ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.begin_payment(text, text, interval, text)
+TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
+GRANT EXECUTE ON FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text)
+TO ordertimeout_admin;
+GRANT SELECT ON ordertimeout.payment_methods TO ordertimeout_sidecar, ordertimeout_admin;

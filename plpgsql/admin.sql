@@ -97,7 +97,8 @@ CREATE FUNCTION ordertimeout.configure(
     precheck        text DEFAULT NULL,
     late_payment    text DEFAULT NULL,
     webhooks        boolean DEFAULT NULL,
-    remind_before   interval DEFAULT NULL)
+    remind_before   interval DEFAULT NULL,
+    paused          boolean DEFAULT NULL)
 RETURNS ordertimeout.settings
 LANGUAGE plpgsql
 VOLATILE
@@ -106,7 +107,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_row ordertimeout.settings;
+    v_row   ordertimeout.settings;
+    v_now   timestamptz := clock_timestamp();
+    v_actor text := ordertimeout._actor();
 BEGIN
     PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
     PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
@@ -134,11 +137,19 @@ BEGIN
                             WHEN configure.remind_before IS NULL THEN s.remind_before
                             WHEN configure.remind_before = interval '0' THEN NULL
                             ELSE configure.remind_before
-                        END
+                        END,
+        paused = coalesce(configure.paused, s.paused),
+        paused_at = CASE WHEN configure.paused AND NOT s.paused THEN v_now ELSE s.paused_at END,
+        paused_by = CASE WHEN configure.paused AND NOT s.paused THEN v_actor ELSE s.paused_by END,
+        resumed_at = CASE WHEN NOT configure.paused AND s.paused THEN v_now ELSE s.resumed_at END
     RETURNING s.* INTO v_row;
+    IF configure.paused IS FALSE THEN
+        -- The backlog is due now: wake the sleeping sweepers.
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
     RETURN v_row;
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval) IS
-    'changes settings; a NULL argument leaves that setting as it is; returns the settings';
+COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean) IS
+    'changes settings; a NULL argument leaves that setting as it is; paused => true stops every timeout cancel until paused => false; returns the settings';

@@ -49,6 +49,9 @@ BEGIN
     v_coupon := v_options ->> 'coupon';
     v_account := v_options ->> 'points_account';
     v_points := (v_options ->> 'points')::bigint;
+    IF v_options ? 'method' THEN
+        PERFORM ordertimeout._payment_method('options.method', v_options ->> 'method');
+    END IF;
     v_request := jsonb_build_object(
         'items', v_items,
         'timeout', extract(epoch FROM create_order.timeout),
@@ -58,11 +61,11 @@ BEGIN
     -- order if the content is the same, an error if not.
     INSERT INTO ordertimeout.orders AS o (
         order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
-        amount, currency, coupon_id, points_account, points, request)
+        amount, currency, coupon_id, points_account, points, request, payment_method)
     VALUES (
         create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
         v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
-        v_coupon, v_account, v_points, v_request)
+        v_coupon, v_account, v_points, v_request, v_options ->> 'method')
     ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
     RETURNING o.timer_job_id INTO v_job_id;
 

@@ -278,11 +278,11 @@ BEGIN
     END IF;
     SELECT k INTO v_key
     FROM jsonb_object_keys(options) AS k
-    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck')
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck', 'method')
     ORDER BY 1
     LIMIT 1;
     IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck)', v_key
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', v_key
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
@@ -316,6 +316,10 @@ BEGIN
                                  OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
         RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
             USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'method' AND jsonb_typeof(options -> 'method') <> 'string' THEN
+        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', options -> 'method'
+            USING ERRCODE = 'OT160';
     END IF;
     IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
                                  OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
@@ -463,7 +467,9 @@ BEGIN
         (SELECT count(*)::integer
            FROM ordertimeout.conflicts AS c
           WHERE c.order_id = o.order_id
-            AND c.resolution IS NULL)
+            AND c.resolution IS NULL),
+        o.payment_method,
+        o.gateway_expire_at
     INTO v_state
     FROM ordertimeout.orders AS o
     WHERE o.order_id = _order_state.order_id;

@@ -247,15 +247,20 @@ AS $$
 DECLARE
     v_precheck  text;
     v_webhooks  boolean;
+    v_paused_at timestamptz;
+    v_resumed   timestamptz;
     v_actor     text := ordertimeout._actor();
     v_ids       text[];
     v_causes    text[];
     v_at        timestamptz[];
     v_cancel_at timestamptz[];
     v_attempted boolean[];
+    v_methods   text[];
     v_event_ids bigint[];
 BEGIN
-    SELECT s.precheck, s.webhooks INTO v_precheck, v_webhooks FROM ordertimeout.settings AS s;
+    SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
+    INTO v_precheck, v_webhooks, v_paused_at, v_resumed
+    FROM ordertimeout.settings AS s;
 
     WITH cancelled AS (
         UPDATE ordertimeout.orders AS o
@@ -276,11 +281,11 @@ BEGIN
                           WHEN 'never' THEN false
                           ELSE o.payment_attempted
                       END)
-        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted
+        RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
     )
     SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
-           array_agg(c.cancel_at), array_agg(c.payment_attempted)
-    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted
+           array_agg(c.cancel_at), array_agg(c.payment_attempted), array_agg(c.payment_method)
+    INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted, v_methods
     FROM cancelled AS c;
 
     IF v_ids IS NULL THEN
@@ -292,8 +297,15 @@ BEGIN
         SELECT e.order_id, 'PENDING', 'CANCELLED', e.cause, v_actor,
                CASE WHEN e.cause IN ('timeout', 'sweep') THEN e.at - e.cancel_at END,
                e.at,
-               CASE WHEN _cancel_orders.reason IS NOT NULL
-                    THEN jsonb_build_object('reason', _cancel_orders.reason) END
+               -- A timeout due while cancels were paused says so: its
+               -- lateness includes the pause.
+               nullif(CASE WHEN _cancel_orders.reason IS NOT NULL
+                           THEN jsonb_build_object('reason', _cancel_orders.reason) ELSE '{}' END
+                      || CASE WHEN e.cause IN ('timeout', 'sweep') AND e.cancel_at < v_resumed AND e.cancel_at >= v_paused_at
+                              THEN jsonb_build_object('waited_for_pause', true, 'paused_at', v_paused_at,
+                                                      'resumed_at', v_resumed)
+                              ELSE '{}' END,
+                      '{}')
         FROM unnest(v_ids, v_causes, v_at, v_cancel_at) AS e(order_id, cause, at, cancel_at)
         RETURNING event_id
     )
@@ -304,11 +316,14 @@ BEGIN
     END IF;
 
     -- A buyer who started a payment must not be able to finish it now: close
-    -- the payment at the gateway.
+    -- the payment at the gateway (unless its method has nothing to close: a
+    -- bank transfer).
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
-    FROM unnest(v_ids, v_attempted) AS g(order_id, attempted)
-    WHERE g.attempted;
+    FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
+    WHERE g.attempted
+      AND coalesce(m.gateway_close, true);
 
     -- Give back stock, coupons and points last: the stock rows of the batch,
     -- which every create_order of the same SKUs needs, stay locked only from

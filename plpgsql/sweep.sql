@@ -74,9 +74,15 @@ DECLARE
     v_caught    integer;
     v_checks    integer;
     v_rescued_payments integer := 0;
+    v_paused    boolean;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
-    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+    SELECT s.precheck, s.paused INTO v_precheck, v_paused FROM ordertimeout.settings AS s;
+    -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
+    IF v_paused THEN
+        RETURN QUERY SELECT 0, 0, 0, 0, 0;
+        RETURN;
+    END IF;
 
     -- 1. Due timer rows (River's fetch index: state, queue, priority, scheduled_at).
     -- A row whose args are not {"order_id": text, "version": integer} is
@@ -337,11 +343,17 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_cancelled boolean;
+    v_paused_at timestamptz;
 BEGIN
     PERFORM ordertimeout._require_order(cancel_checked.order_id);
     IF cancel_checked.deadline_version IS NULL THEN
         RAISE EXCEPTION 'deadline_version must not be null'
             USING ERRCODE = 'OT100';
+    END IF;
+    SELECT s.paused_at INTO v_paused_at FROM ordertimeout.settings AS s WHERE s.paused;
+    IF FOUND THEN
+        RAISE EXCEPTION 'timeout cancels are paused (since %): ask again after configure(paused => false)', v_paused_at
+            USING ERRCODE = 'OT137';
     END IF;
     SELECT count(*) > 0 INTO v_cancelled
     FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
@@ -392,7 +404,11 @@ BEGIN
         RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
             USING ERRCODE = 'OT141';
     END IF;
-    v_wake := least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep);
+    -- While paused, due timers are not worth waking for: sleep the longest.
+    v_wake := CASE WHEN (SELECT s.paused FROM ordertimeout.settings AS s)
+                   THEN clock_timestamp() + plan_sleep.max_sleep
+                   ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
+              END;
     UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
     RETURN v_wake;
 END

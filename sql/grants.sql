@@ -9,7 +9,7 @@ GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, or
 -- The application: the order lifecycle and reading one order.
 GRANT EXECUTE ON FUNCTION
     ordertimeout.create_order(text, jsonb, interval, jsonb),
-    ordertimeout.begin_payment(text, text, interval),
+    ordertimeout.begin_payment(text, text, interval, text),
     ordertimeout.confirm_payment(text, text, numeric, text),
     ordertimeout.fail_payment(text, text),
     ordertimeout.cancel_order(text, text),
@@ -38,14 +38,16 @@ GRANT SELECT ON
     ordertimeout.order_counts,
     ordertimeout.sweep_stats,
     ordertimeout.cancel_lag,
-    ordertimeout.settings
+    ordertimeout.settings,
+    ordertimeout.payment_methods
 TO ordertimeout_sidecar, ordertimeout_admin;
 
 -- The administrator: stock, points, settings, and reading every table.
 GRANT EXECUTE ON FUNCTION
     ordertimeout.put_stock(text, bigint),
     ordertimeout.put_points(text, bigint),
-    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval)
+    ordertimeout.put_payment_method(text, interval, boolean, text),
+    ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean)
 TO ordertimeout_admin;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA ordertimeout TO ordertimeout_admin;

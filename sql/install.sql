@@ -7,6 +7,7 @@
 
 \ir schema.sql
 \ir settings.sql
+\ir payment_methods.sql
 \ir stock.sql
 \ir holds.sql
 \ir orders.sql
@@ -15,6 +16,7 @@
 \ir types.sql
 \ir views.sql
 \ir ../plpgsql/private.sql
+\ir ../plpgsql/payment_methods.sql
 \ir ../plpgsql/release.sql
 \ir ../plpgsql/create_order.sql
 \ir ../plpgsql/payments.sql

@@ -23,6 +23,8 @@ CREATE TABLE ordertimeout.orders (
     points_account    text,
     points            bigint,
     request           jsonb       NOT NULL,
+    payment_method    text,
+    gateway_expire_at timestamptz,
     CONSTRAINT orders_pkey PRIMARY KEY (order_id),
     CONSTRAINT orders_order_id_length CHECK (char_length(order_id) BETWEEN 1 AND 64),
     CONSTRAINT orders_status_known
@@ -39,7 +41,10 @@ CREATE TABLE ordertimeout.orders (
     CONSTRAINT orders_precheck_known CHECK (precheck IN ('attempted', 'always', 'never')),
     CONSTRAINT orders_amount_finite CHECK (amount >= 0 AND amount < 1000000000000000),
     CONSTRAINT orders_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
-    CONSTRAINT orders_points_with_account CHECK ((points IS NULL) = (points_account IS NULL))
+    CONSTRAINT orders_points_with_account CHECK ((points IS NULL) = (points_account IS NULL)),
+    CONSTRAINT orders_payment_method_known
+        FOREIGN KEY (payment_method) REFERENCES ordertimeout.payment_methods (method),
+    CONSTRAINT orders_gateway_expiry_before_cancel CHECK (gateway_expire_at <= cancel_at)
 ) WITH (fillfactor = 80);
 
 COMMENT ON TABLE ordertimeout.orders IS 'one row per order, keyed by the caller''s order id';
@@ -49,6 +54,8 @@ COMMENT ON COLUMN ordertimeout.orders.deadline_version IS
 COMMENT ON COLUMN ordertimeout.orders.timer_job_id IS 'the River job row currently acting as this order''s timer';
 COMMENT ON COLUMN ordertimeout.orders.check_job_id IS
     'the River job asking the payment gateway before this order is cancelled, when its precheck policy requires one';
+COMMENT ON COLUMN ordertimeout.orders.gateway_expire_at IS
+    'the deadline the gateway must enforce for the payment begun last (begin_payment returns it): pass it as the gateway''s expiry; cancel_at is never before it plus grace';
 COMMENT ON COLUMN ordertimeout.orders.request IS 'the normalized create_order arguments, compared when the same order id is created again';
 
 -- The live work only: cost does not grow with finished orders. Orders waiting

@@ -9,6 +9,10 @@ CREATE TABLE ordertimeout.settings (
     late_payment    text        NOT NULL DEFAULT 'reinstate',
     webhooks        boolean     NOT NULL DEFAULT false,
     remind_before   interval,
+    paused          boolean     NOT NULL DEFAULT false,
+    paused_at       timestamptz,
+    paused_by       text,
+    resumed_at      timestamptz,
     CONSTRAINT settings_single_row PRIMARY KEY (singleton),
     CONSTRAINT settings_singleton_is_true CHECK (singleton),
     CONSTRAINT settings_default_timeout_in_range
@@ -22,7 +26,8 @@ CREATE TABLE ordertimeout.settings (
     CONSTRAINT settings_late_payment_known
         CHECK (late_payment IN ('reinstate', 'refund', 'manual')),
     CONSTRAINT settings_remind_before_positive
-        CHECK (remind_before IS NULL OR remind_before > interval '0')
+        CHECK (remind_before IS NULL OR remind_before > interval '0'),
+    CONSTRAINT settings_paused_has_paused_at CHECK (NOT paused OR paused_at IS NOT NULL)
 );
 
 COMMENT ON TABLE ordertimeout.settings IS 'the one row of settings; change it with ordertimeout.configure()';
@@ -30,6 +35,10 @@ COMMENT ON COLUMN ordertimeout.settings.grace IS 'cancel_at = expire_at + grace:
 COMMENT ON COLUMN ordertimeout.settings.precheck IS
     'which orders are checked with the payment gateway before a timeout cancels them: attempted (a payment was started), always, never';
 COMMENT ON COLUMN ordertimeout.settings.late_payment IS 'how the sidecar resolves a payment confirmed after the cancel';
+COMMENT ON COLUMN ordertimeout.settings.paused IS
+    'while true nothing is cancelled by a timeout: sweep_due claims nothing, cancel_checked refuses (OT137), gateway closes wait; payments and conflicts go on';
+COMMENT ON COLUMN ordertimeout.settings.paused_at IS 'when the last pause began (kept after the resume: cancels due during it say they waited)';
+COMMENT ON COLUMN ordertimeout.settings.resumed_at IS 'when the last pause ended';
 
 INSERT INTO ordertimeout.settings DEFAULT VALUES;
 

@@ -21,7 +21,9 @@ CREATE TYPE ordertimeout.order_state AS (
     points_account    text,
     points            bigint,
     payment_attempted boolean,
-    open_conflicts    integer
+    open_conflicts    integer,
+    payment_method    text,
+    gateway_expire_at timestamptz
 );
 
 COMMENT ON TYPE ordertimeout.order_state IS

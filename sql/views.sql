@@ -42,10 +42,11 @@ SELECT
     (SELECT count(*)
        FROM public.river_job AS r
       WHERE r.state = 'discarded'
-        AND r.queue = 'ordertimeout_expire') AS malformed_timers;
+        AND r.queue = 'ordertimeout_expire') AS malformed_timers,
+    (SELECT s.paused FROM ordertimeout.settings AS s) AS paused;
 
 COMMENT ON VIEW ordertimeout.sweep_stats IS
-    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts, malformed timer rows set aside by sweep_due';
+    'the sweep''s health: due timer rows, overdue orders, orders waiting for a gateway check, timeouts caught without their timer row (lost timers), open conflicts, malformed timer rows set aside by sweep_due, whether timeout cancels are paused';
 
 CREATE VIEW ordertimeout.cancel_lag AS
 SELECT

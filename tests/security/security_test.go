@@ -31,7 +31,7 @@ var (
 	sidecarFunctions = append(slices.Clone(appFunctions),
 		"cancel_checked", "cancel_due", "close_cancelled", "finish_refund", "next_due", "open_conflicts",
 		"plan_sleep", "preview_due", "rescue_stuck_jobs", "resolve_conflict", "sweep_due")
-	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_points", "put_stock")
+	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_payment_method", "put_points", "put_stock")
 )
 
 // login is a LOGIN role of one test and a connection string for it.
@@ -322,7 +322,8 @@ func TestSidecarRole(t *testing.T) {
 		}
 	}
 	requireNoTableAccess(t, conn, ours,
-		"ordertimeout.order_counts", "ordertimeout.sweep_stats", "ordertimeout.cancel_lag", "ordertimeout.settings")
+		"ordertimeout.order_counts", "ordertimeout.sweep_stats", "ordertimeout.cancel_lag", "ordertimeout.settings",
+		"ordertimeout.payment_methods")
 	requireExecutable(t, pool, conn, sidecar.Name, sidecarFunctions)
 	require.Equal(t, "42501", exec(t, conn, `SELECT ordertimeout.put_stock('A', 1)`))
 }

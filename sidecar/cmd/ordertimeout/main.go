@@ -32,6 +32,8 @@ Subcommands:
   run          run the sidecar (the default when the first argument is a flag)
   migrate      apply the embedded migrations: migrate up | down | version
   status       print orders by state, the due backlog, cancel lag and conflicts
+  pause        stop every timeout cancel (an incident at the gateway) until resume
+  resume       let timeout cancels go on; the backlog drains at once
   fakegateway  run a fake payment gateway for tests and demos
   help         print this help
 
@@ -55,6 +57,10 @@ func realMain(ctx context.Context, args []string) error {
 		return migrateCmd(ctx, args)
 	case "status":
 		return statusCmd(ctx, args)
+	case "pause":
+		return pauseCmd(ctx, args, true)
+	case "resume":
+		return pauseCmd(ctx, args, false)
 	case "fakegateway":
 		return fakegatewayCmd(ctx, args)
 	case "help":

@@ -225,9 +225,20 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 	require.Error(t, realMain(ctx, []string{"migrate", "down", "--database-url", url}), "down without a count or --all")
 	require.NoError(t, realMain(ctx, []string{"status", "--database-url", url, "--window", "5m"}))
+	require.NoError(t, realMain(ctx, []string{"pause", "--database-url", url, "--actor", "ops:test"}))
+	var paused bool
+	var by string
+	require.NoError(t, db.QueryRow(ctx, "SELECT paused, paused_by FROM ordertimeout.settings").Scan(&paused, &by))
+	require.True(t, paused)
+	require.Equal(t, "ops:test", by)
+	require.NoError(t, realMain(ctx, []string{"status", "--database-url", url}))
+	require.ErrorContains(t, realMain(ctx, []string{"pause", "--database-url", url, "--actor", "bad\nactor"}), "OT148")
+	require.NoError(t, realMain(ctx, []string{"resume", "--database-url", url}))
+	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused))
+	require.False(t, paused)
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url}), "gateway URL is required")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
-	for _, cmd := range []string{"run", "status", "fakegateway"} {
+	for _, cmd := range []string{"run", "status", "pause", "resume", "fakegateway"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
 	}
 	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")

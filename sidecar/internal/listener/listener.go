@@ -158,9 +158,9 @@ func (l *Listener) scanLoop(ctx context.Context) {
 
 // queue inserts a resolve job for each conflict that needs the sidecar (up to
 // Backlog) and returns how many it asked for: every conflict claimed for a
-// refund, and the open ones unless the policy leaves them to a person
-// (settings.late_payment manual), which would only make jobs that do
-// nothing.
+// refund, and the open ones unless their policy leaves them to a person
+// (late_payment manual, the payment method's or the settings'), which would
+// only make jobs that do nothing.
 func (l *Listener) queue(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }) (int, error) {
@@ -172,7 +172,7 @@ func (l *Listener) queue(ctx context.Context, db interface {
 		SELECT c.conflict_id
 		  FROM ordertimeout.open_conflicts($1) AS c
 		 WHERE c.state = 'refunding'
-		    OR (SELECT s.late_payment FROM ordertimeout.settings AS s) <> 'manual'`, limit)
+		    OR c.late_payment <> 'manual'`, limit)
 	if err != nil {
 		return 0, fmt.Errorf("read open conflicts: %w", err)
 	}

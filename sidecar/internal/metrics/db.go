@@ -31,9 +31,11 @@ type DBPoller struct {
 	orders *Gauge
 	lag    *Histogram
 	polls  *Counter
+	paused *Gauge
 
-	watermark time.Time // cancel_lag rows up to here are counted
-	lastOK    atomic.Int64
+	watermark   time.Time // cancel_lag rows up to here are counted
+	pauseLogged time.Time // when the last "paused" line was logged
+	lastOK      atomic.Int64
 }
 
 // NewDBPoller registers the ordertimeout_db_* metrics in reg and returns a
@@ -64,6 +66,8 @@ func NewDBPoller(reg *Registry, pool *pgxpool.Pool, interval, settle time.Durati
 			LagBuckets, "cause"),
 		polls: reg.NewCounter("ordertimeout_db_polls_total",
 			"Polls of the database statistics by result (ok, error).", "result"),
+		paused: reg.NewGauge("ordertimeout_paused",
+			"1 while timeout cancels are paused (configure(paused => true), ordertimeout pause): nothing is cancelled by a timeout."),
 	}
 }
 
@@ -108,11 +112,12 @@ func (p *DBPoller) Poll(ctx context.Context) error {
 func (p *DBPoller) poll(ctx context.Context) error {
 	var due, overdue, awaiting, paying, caught, conflicts, malformed int64
 	var oldest *float64
+	var paused bool
 	err := p.pool.QueryRow(ctx, `
 		SELECT due_timers, overdue_orders,
 		       greatest(extract(epoch FROM clock_timestamp() - oldest_pending_cancel_at), 0)::float8,
-		       awaiting_check, paying, caught_by_sweep, open_conflicts, malformed_timers
-		  FROM ordertimeout.sweep_stats`).Scan(&due, &overdue, &oldest, &awaiting, &paying, &caught, &conflicts, &malformed)
+		       awaiting_check, paying, caught_by_sweep, open_conflicts, malformed_timers, paused
+		  FROM ordertimeout.sweep_stats`).Scan(&due, &overdue, &oldest, &awaiting, &paying, &caught, &conflicts, &malformed, &paused)
 	if err != nil {
 		return fmt.Errorf("read sweep stats: %w", err)
 	}
@@ -124,6 +129,7 @@ func (p *DBPoller) poll(ctx context.Context) error {
 	p.stats.Set(float64(caught), "caught_by_sweep")
 	p.stats.Set(float64(conflicts), "open_conflicts")
 	p.stats.Set(float64(malformed), "malformed_timers")
+	p.setPaused(ctx, paused, due+overdue)
 
 	rows, err := p.pool.Query(ctx, "SELECT status, orders FROM ordertimeout.order_counts")
 	if err != nil {
@@ -185,4 +191,39 @@ func deref(f *float64) float64 {
 		return 0
 	}
 	return *f
+}
+
+// pauseLogEvery is how often a paused database is logged.
+const pauseLogEvery = time.Minute
+
+// setPaused sets ordertimeout_paused and, while paused, logs a warning at
+// most once a minute with who paused, since when, and what waits.
+func (p *DBPoller) setPaused(ctx context.Context, paused bool, waiting int64) {
+	if !paused {
+		p.paused.Set(0)
+		p.pauseLogged = time.Time{}
+		return
+	}
+	p.paused.Set(1)
+	if !p.pauseLogged.IsZero() && time.Since(p.pauseLogged) < pauseLogEvery {
+		return
+	}
+	p.pauseLogged = time.Now()
+	var at *time.Time
+	var by *string
+	var secs *float64
+	err := p.pool.QueryRow(ctx, `SELECT paused_at, paused_by, extract(epoch FROM clock_timestamp() - paused_at)::float8
+	                               FROM ordertimeout.settings`).Scan(&at, &by, &secs)
+	if err != nil {
+		p.logger.Warn("timeout cancels are paused", "error", err)
+		return
+	}
+	args := []any{"due_or_overdue", waiting}
+	if at != nil && secs != nil {
+		args = append(args, "paused_at", at.UTC(), "paused_for", time.Duration(*secs*float64(time.Second)).Round(time.Second))
+	}
+	if by != nil {
+		args = append(args, "paused_by", *by)
+	}
+	p.logger.Warn("timeout cancels are paused: nothing is cancelled until 'ordertimeout resume'", args...)
 }

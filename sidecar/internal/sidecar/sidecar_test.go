@@ -86,7 +86,9 @@ func TestPaidAtGatewayIsNeverCancelled(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, false)
 		sidecartest.CreateOrder(t, e.db, "A1", 500*time.Millisecond, "")
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1')")
+		// A short window: the order is never cancelled before the
+		// gateway's expiry plus grace, even after a failed payment.
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '100 milliseconds')")
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
 		e.pay(t, "A1", fakegateway.Silent, "P2")
 		sidecartest.Start(t, e.config("s1"))
@@ -239,7 +241,9 @@ func TestLatePaymentResolvedOnce(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, false) // a silent payment: only the close finds it
 		sidecartest.CreateOrder(t, e.db, "A1", 300*time.Millisecond, `{"precheck": "never"}`)
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1')")
+		// A short window: the order is never cancelled before the
+		// gateway's expiry plus grace, even after a failed payment.
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '100 milliseconds')")
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
 		e.pay(t, "A1", fakegateway.Silent, "P2")
 		sidecartest.Start(t, e.config("s1"))

@@ -27,6 +27,9 @@ type Report struct {
 	Paying        int64          // orders in PAYING
 	CaughtBySweep int64          // timeouts ever cancelled without their timer row
 	OpenConflicts int64          // late or double payments not resolved
+	Paused        bool           // timeout cancels are paused (configure(paused => true))
+	PausedAt      *time.Time     // when the pause began, if paused
+	PausedBy      *string        // who paused, if paused
 
 	Window  time.Duration  // the lag window
 	Cancels int64          // timeout cancels in the window
@@ -57,13 +60,18 @@ func Read(ctx context.Context, db Querier, window time.Duration) (Report, error)
 		SELECT due_timers, overdue_orders,
 		       CASE WHEN oldest_pending_cancel_at <= clock_timestamp()
 		            THEN extract(epoch FROM clock_timestamp() - oldest_pending_cancel_at)::float8 END,
-		       awaiting_check, paying, caught_by_sweep, open_conflicts
+		       awaiting_check, paying, caught_by_sweep, open_conflicts, paused
 		  FROM ordertimeout.sweep_stats`).Scan(&r.DueTimers, &r.OverdueOrders, &oldest,
-		&r.AwaitingCheck, &r.Paying, &r.CaughtBySweep, &r.OpenConflicts)
+		&r.AwaitingCheck, &r.Paying, &r.CaughtBySweep, &r.OpenConflicts, &r.Paused)
 	if err != nil {
 		return Report{}, fmt.Errorf("read sweep stats: %w", err)
 	}
 	r.OldestOverdue = seconds(oldest)
+	if r.Paused {
+		if err := db.QueryRow(ctx, "SELECT paused_at, paused_by FROM ordertimeout.settings").Scan(&r.PausedAt, &r.PausedBy); err != nil {
+			return Report{}, fmt.Errorf("read pause: %w", err)
+		}
+	}
 
 	var p50, p99 *float64
 	err = db.QueryRow(ctx, `
@@ -91,6 +99,17 @@ func (r Report) Print(w io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t%d\n", c.Status, c.Orders)
 	}
 	fmt.Fprintln(tw, "SWEEP\t")
+	if r.Paused {
+		by := ""
+		if r.PausedBy != nil {
+			by = " by " + *r.PausedBy
+		}
+		since := ""
+		if r.PausedAt != nil {
+			since = " since " + r.PausedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "  PAUSED\tno timeout cancels%s%s (ordertimeout resume)\n", since, by)
+	}
 	fmt.Fprintf(tw, "  due timers (backlog)\t%d\n", r.DueTimers)
 	fmt.Fprintf(tw, "  overdue orders\t%d\n", r.OverdueOrders)
 	fmt.Fprintf(tw, "  oldest overdue\t%s\n", duration(r.OldestOverdue))

@@ -34,6 +34,15 @@ type GatewayCloseWorker struct {
 // Work closes one order's payment.
 func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayCloseArgs]) error {
 	a := job.Args
+	// While timeout cancels are paused, closes wait too (the incident may be
+	// at the gateway).
+	if paused, err := cancelsPaused(ctx, w.Pool); err != nil || paused {
+		if err != nil {
+			return retry(ctx, w.Deps, job, true, err)
+		}
+		w.outcome(job.Kind, "paused")
+		return river.JobSnooze(pausedSnooze)
+	}
 	r, err := w.Gateway.Close(ctx, a.OrderID)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)

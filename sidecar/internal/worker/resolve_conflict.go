@@ -39,7 +39,8 @@ func (ResolveConflictArgs) InsertOpts() river.InsertOpts {
 	}}
 }
 
-// ResolveConflictWorker resolves a conflict by the policy in
+// ResolveConflictWorker resolves a conflict by its late-payment policy: the
+// order's payment method's (payment_methods.late_payment), else
 // settings.late_payment:
 //
 //   - reinstate: resolve_conflict(id, 'reinstate') takes the stock back and
@@ -72,6 +73,7 @@ type conflict struct {
 	Amount    *string
 	Currency  *string
 	State     string
+	Policy    string
 }
 
 // Work resolves one conflict.
@@ -83,10 +85,10 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	// already (or unknown), and there is nothing to do.
 	var c conflict
 	found, err := queryOne(ctx, w.Pool,
-		`SELECT order_id, payment_id, kind, amount::text, currency, state
+		`SELECT order_id, payment_id, kind, amount::text, currency, state, late_payment
 		   FROM ordertimeout.open_conflicts(100000)
 		  WHERE conflict_id = $1`,
-		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State)
+		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 	}
@@ -97,13 +99,9 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	log = log.With("order_id", c.OrderID, "payment_id", c.PaymentID, "conflict", c.Kind)
 
 	if c.State != "refunding" {
-		var policy string
-		if err := w.Pool.QueryRow(ctx, "SELECT late_payment FROM ordertimeout.settings").Scan(&policy); err != nil {
-			return retry(ctx, w.Deps, job, true, fmt.Errorf("read late payment policy: %w", err))
-		}
-		switch policy {
+		switch policy := c.Policy; policy {
 		case "manual":
-			log.Warn("conflict left open for manual resolution (settings.late_payment = manual)")
+			log.Warn("conflict left open for manual resolution (late_payment policy manual)")
 			w.outcome(job.Kind, "manual_pending")
 			return nil
 		case "reinstate":

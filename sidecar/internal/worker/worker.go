@@ -31,6 +31,19 @@ const (
 	maxSnooze = 5 * time.Minute
 )
 
+// pausedSnooze is how long a job that waits for the end of a pause snoozes.
+const pausedSnooze = 5 * time.Second
+
+// cancelsPaused reports whether timeout cancels are paused
+// (settings.paused).
+func cancelsPaused(ctx context.Context, db *pgxpool.Pool) (bool, error) {
+	var paused bool
+	if err := db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused); err != nil {
+		return false, fmt.Errorf("read whether cancels are paused: %w", err)
+	}
+	return paused, nil
+}
+
 // Deps are what the workers share. Pool and Gateway are required.
 type Deps struct {
 	// Pool runs the ordertimeout API calls.
@@ -179,6 +192,10 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 	case ctx.Err() != nil:
 		d.outcome(kind, "interrupted")
 		return river.JobSnooze(0)
+	case hasCode(err, "OT137"):
+		// Timeout cancels are paused: ask again after the pause.
+		d.outcome(kind, "paused")
+		return river.JobSnooze(pausedSnooze)
 	case errors.Is(err, gateway.ErrUnavailable):
 		pause := snoozeFor(job.JobRow)
 		d.Logger.Warn("gateway unavailable, asking again later", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)

@@ -20,7 +20,7 @@ SELECT results_eq(
     $$VALUES ('p1', 'started')$$,
     'one payments row, started');
 SELECT is((SELECT paying_until FROM paying) - (SELECT started_at FROM ordertimeout.payments),
-          interval '5 minutes', 'paying_until = start + paying_window');
+          interval '5 minutes' + (SELECT grace FROM ordertimeout.settings), 'paying_until = start + paying_window + grace');
 SELECT is_empty(format('SELECT 1 FROM public.river_job WHERE id = %s', :old_timer),
     'the old timer row is deleted');
 SELECT is_empty($$SELECT 1 FROM public.river_job WHERE queue = 'ordertimeout_expire'$$,
@@ -39,7 +39,7 @@ SELECT results_eq(
 
 -- Without a window, the settings' paying_window applies.
 SELECT ordertimeout.create_order('o2', '[{"sku": "A", "qty": 1}]');
-SELECT is((SELECT paying_until - clock_timestamp() FROM ordertimeout.begin_payment('o2', 'p2')) BETWEEN interval '14 minutes' AND interval '15 minutes',
+SELECT is((SELECT gateway_expire_at - clock_timestamp() FROM ordertimeout.begin_payment('o2', 'p2')) BETWEEN interval '14 minutes' AND interval '15 minutes',
     true, 'the default paying_window is 15 minutes');
 
 SELECT * FROM finish();
