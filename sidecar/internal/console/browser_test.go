@@ -64,8 +64,8 @@ func screenshotDir(t *testing.T) string {
 
 // TestInTheBrowser drives the console of a running sidecar in Chromium:
 // every page shows the database, an operator resolves a conflict with a
-// click and the database has it resolved once, a viewer cannot act, and a
-// form of another site is refused.
+// click and the database has it resolved once, the operator pauses and
+// resumes, a viewer cannot act, and a form of another site is refused.
 func TestInTheBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	shots := screenshotDir(t)
@@ -189,6 +189,23 @@ func TestInTheBrowser(t *testing.T) {
 	visit(op, "/console/settings", "#settings")
 	require.Contains(t, text(op, "#settings"), "late_payment")
 	shoot(op, "settings")
+
+	// Pause, see it on the overview, resume.
+	click := func(ctx context.Context, sel string, status int) {
+		t.Helper()
+		resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel)))
+		require.NoError(t, err, sel)
+		require.EqualValues(t, status, resp.Status, sel)
+	}
+	click(op, "#pause", http.StatusOK)
+	require.Contains(t, text(op, "#paused"), "Paused")
+	shoot(op, "settings-paused")
+	visit(op, "/console/", "#paused")
+	require.Contains(t, text(op, "#paused"), "by console:olga")
+	visit(op, "/console/settings", "#resume")
+	click(op, "#resume", http.StatusOK)
+	require.NoError(t, chromedp.Do(op, chromedp.WaitVisible(chromedp.CSS("#running"))))
+	require.EqualValues(t, 0, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 
 	// The operator reinstates the late payment of the exact amount.
 	visit(op, "/console/conflicts", "#open-conflicts")

@@ -160,6 +160,7 @@ func New(cfg Config) (*Handler, error) {
 	mux.HandleFunc("POST "+Prefix+"conflicts/{id}/resolve", h.resolve)
 	mux.HandleFunc("GET "+Prefix+"order", h.order)
 	mux.HandleFunc("GET "+Prefix+"settings", h.settings)
+	mux.HandleFunc("POST "+Prefix+"settings/pause", h.pause)
 	mux.Handle("GET "+Prefix+"static/", h.static)
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "There is no such page.")

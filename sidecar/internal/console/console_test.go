@@ -40,7 +40,7 @@ func TestPagesShowTheDatabase(t *testing.T) {
 		require.Contains(t, a.Body, `<svg class="chart" id="lag-chart"`)
 		require.Contains(t, a.Body, "<polyline points=")
 		require.Contains(t, a.Body, who.User)
-		require.NotContains(t, a.Body, "Paused") // no pause switch in this schema
+		require.Contains(t, a.Body, `id="running"`)
 
 		a = site.do(t, http.MethodGet, "/console/conflicts", who, nil, nil)
 		require.Equal(t, http.StatusOK, a.Status, a.Body)
@@ -283,7 +283,12 @@ func TestWithTheSidecarRole(t *testing.T) {
 	require.Contains(t, a.Body, "cannot read the tables of holds")
 	require.Contains(t, a.Body, `id="events"`)
 
-	a = site.resolve(t, operator, s.LateID, "reinstate", site.token(t, operator), nil)
+	token := site.token(t, operator)
+	a = site.do(t, http.MethodPost, "/console/settings/pause", operator, url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusForbidden, a.Status, a.Body)
+	require.Contains(t, a.Body, "pausing needs ordertimeout_admin")
+
+	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	c := readConflict(t, s.DB, s.LateID)
 	require.Equal(t, "console:olga", *c.ResolvedBy)
@@ -341,20 +346,49 @@ func TestTrustedHostsMayAct(t *testing.T) {
 	require.Equal(t, "resolved", readConflict(t, s.DB, s.LateID).State)
 }
 
-// The overview reads the pause switch only where the schema has it.
-func TestPausedIndicator(t *testing.T) {
+// An operator pauses and resumes timeout cancels from the settings page;
+// the overview shows it, with who paused.
+func TestPauseAndResume(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	a := site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
-	require.NotContains(t, a.Body, "aused")
-	// A schema with the switch (as the pause migration may add it).
-	sidecartest.Exec(t, s.DB, "ALTER TABLE ordertimeout.settings ADD COLUMN paused boolean NOT NULL DEFAULT false")
-	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
-	require.Contains(t, a.Body, "Running: not paused.")
-	sidecartest.Exec(t, s.DB, "UPDATE ordertimeout.settings SET paused = true")
-	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
-	require.Equal(t, http.StatusOK, a.Status)
-	require.Contains(t, a.Body, `class="flash paused"`)
+	require.Contains(t, a.Body, `id="running"`)
 	a = site.do(t, http.MethodGet, "/console/settings", viewer, nil, nil)
+	require.NotContains(t, a.Body, `id="pause"`)
+	token := site.token(t, operator)
+	pause := func(who console.Credentials, paused string, headers map[string]string) answer {
+		if headers == nil {
+			headers = map[string]string{"Origin": site.URL}
+		}
+		return site.do(t, http.MethodPost, "/console/settings/pause", who, url.Values{"csrf": {token}, "paused": {paused}}, headers)
+	}
+	isPaused := func() bool {
+		var p bool
+		require.NoError(t, s.DB.QueryRow(bg, "SELECT paused FROM ordertimeout.settings").Scan(&p))
+		return p
+	}
+	require.Equal(t, http.StatusForbidden, pause(viewer, "true", nil).Status)
+	require.Equal(t, http.StatusForbidden, pause(operator, "true", map[string]string{"Origin": "http://evil.example"}).Status)
+	require.Equal(t, http.StatusBadRequest, pause(operator, "yes", nil).Status)
+	require.False(t, isPaused())
+
+	a = pause(operator, "true", nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "/console/settings?paused=true", a.Location)
+	require.True(t, isPaused())
+	var by string
+	require.NoError(t, s.DB.QueryRow(bg, "SELECT paused_by FROM ordertimeout.settings").Scan(&by))
+	require.Equal(t, "console:olga", by)
+	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
+	require.Contains(t, a.Body, `class="flash paused"`)
+	require.Contains(t, a.Body, "by console:olga")
+	a = site.do(t, http.MethodGet, "/console/settings?paused=true", operator, nil, nil)
+	require.Contains(t, a.Body, `id="resume"`)
 	require.Contains(t, a.Body, "<th>paused</th><td class=\"mono\">true</td>")
+
+	a = pause(operator, "false", nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.False(t, isPaused())
+	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
+	require.Contains(t, a.Body, `id="running"`)
 }

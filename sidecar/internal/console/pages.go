@@ -44,8 +44,10 @@ type overviewData struct {
 	Total              int64
 	Stats              sweepStats
 	OldestConflictAge  *float64
-	PausedKnown        bool
 	Paused             bool
+	PausedAt           *time.Time
+	PausedBy           *string
+	PausedFor          *float64
 	Lag                chart
 	LagCancels         int64
 	LagP50, LagP99     *float64 // over the whole hour, ms
@@ -103,14 +105,13 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "read the open conflicts", err)
 		return
 	}
-	// The pause switch may not exist yet: read the column only if it is there.
-	var paused *bool
-	if err := db.QueryRow(ctx, `SELECT (to_jsonb(s) -> 'paused')::boolean FROM ordertimeout.settings AS s`).Scan(&paused); err != nil {
+	err = db.QueryRow(ctx, `
+		SELECT s.paused, s.paused_at, s.paused_by,
+		       extract(epoch FROM now() - s.paused_at)::float8
+		FROM ordertimeout.settings AS s`).Scan(&d.Paused, &d.PausedAt, &d.PausedBy, &d.PausedFor)
+	if err != nil {
 		h.dbFail(w, r, "read the settings", err)
 		return
-	}
-	if paused != nil {
-		d.PausedKnown, d.Paused = true, *paused
 	}
 
 	// Cancel lag per minute over the last hour, by database timestamps.
@@ -280,26 +281,37 @@ var resolutionHints = map[string]string{
 	"OT148": "Your user name cannot be recorded as the actor.",
 }
 
-func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+// checkAction lets through a request that changes something only from an
+// operator, from this server's own pages (Origin), with the form's CSRF
+// token; otherwise it answers 403 and returns nil. It parses the form.
+func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 	u := userOf(r)
 	if !u.Operator() {
 		h.logger.Warn("console: viewer's action refused", "user", u.Name, "path", r.URL.Path)
-		h.fail(w, r, http.StatusForbidden, "Viewers may not act: sign in as an operator to resolve conflicts.")
-		return
+		h.fail(w, r, http.StatusForbidden, "Viewers may not act: sign in as an operator to resolve conflicts or pause.")
+		return nil
 	}
 	if why := crossOrigin(r, h.trusted); why != "" {
 		h.logger.Warn("console: cross-origin action refused", "user", u.Name, "reason", why)
 		h.fail(w, r, http.StatusForbidden, why)
-		return
+		return nil
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, http.StatusBadRequest, "The form could not be read.")
-		return
+		return nil
 	}
 	if why := checkCSRF(u, r.PostForm.Get("csrf"), time.Now()); why != "" {
 		h.logger.Warn("console: action without a valid CSRF token refused", "user", u.Name, "reason", why)
 		h.fail(w, r, http.StatusForbidden, "Refused: "+why+".")
+		return nil
+	}
+	return u
+}
+
+func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+	u := h.checkAction(w, r)
+	if u == nil {
 		return
 	}
 	rawID := r.PathValue("id")
@@ -342,19 +354,62 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded
 // for this transaction only.
 func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
 	var outcome string
-	err := pgx.BeginFunc(ctx, h.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
-			return fmt.Errorf("set actor: %w", err)
-		}
+	err := h.act(ctx, actor, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2)`, id, resolution).Scan(&outcome)
 	})
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
 	}
 	return outcome, nil
+}
+
+// act runs f in a transaction whose ordertimeout.actor is actor.
+func (h *Handler) act(ctx context.Context, actor string, f func(tx pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	return pgx.BeginFunc(ctx, h.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
+			return fmt.Errorf("set actor: %w", err)
+		}
+		return f(tx)
+	})
+}
+
+// pause switches the pause with configure(paused => ...), which only
+// ordertimeout_admin may call.
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
+	u := h.checkAction(w, r)
+	if u == nil {
+		return
+	}
+	var paused bool
+	switch r.PostForm.Get("paused") {
+	case "true":
+		paused = true
+	case "false":
+	default:
+		h.fail(w, r, http.StatusBadRequest, `The form must say paused "true" or "false".`)
+		return
+	}
+	err := h.act(r.Context(), "console:"+u.Name, func(tx pgx.Tx) error {
+		_, err := tx.Exec(r.Context(), `SELECT ordertimeout.configure(paused => $1)`, paused)
+		return err
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		switch {
+		case isPermissionDenied(err):
+			h.renderSettings(w, r, http.StatusForbidden, page{Title: "Settings", Error: "The console's database role may not change settings: pausing needs ordertimeout_admin (start the sidecar with --console-database-url naming such a role), or run `ordertimeout pause` / `resume`."})
+		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT"):
+			h.renderSettings(w, r, http.StatusConflict, page{Title: "Settings", Error: fmt.Sprintf("Refused (%s): %s.", pgErr.Code, pgErr.Message)})
+		default:
+			h.dbFail(w, r, "change the pause", err)
+		}
+		return
+	}
+	h.logger.Warn("console: pause switched", "user", u.Name, "paused", paused)
+	http.Redirect(w, r, fmt.Sprintf("%ssettings?paused=%t", Prefix, paused), http.StatusSeeOther)
 }
 
 type orderItem struct {
@@ -583,7 +638,23 @@ type setting struct {
 	Value *string
 }
 
+type settingsData struct {
+	List   []setting
+	Paused bool
+}
+
 func (h *Handler) settings(w http.ResponseWriter, r *http.Request) {
+	p := page{Title: "Settings"}
+	switch r.URL.Query().Get("paused") {
+	case "true":
+		p.Info = "Paused: no timeout cancels anything until you resume."
+	case "false":
+		p.Info = "Resumed: the sweepers are woken and the backlog drains."
+	}
+	h.renderSettings(w, r, http.StatusOK, p)
+}
+
+func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status int, p page) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	// Every column, whatever the schema version has: in table order.
@@ -606,7 +677,14 @@ func (h *Handler) settings(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "read the settings", err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "settings", page{Title: "Settings", Data: list})
+	d := settingsData{List: list}
+	for _, s := range list {
+		if s.Name == "paused" && s.Value != nil && *s.Value == "true" {
+			d.Paused = true
+		}
+	}
+	p.Data = d
+	h.render(w, r, status, "settings", p)
 }
 
 func isPermissionDenied(err error) bool {
