@@ -355,7 +355,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 // for this transaction only.
 func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string) (string, error) {
 	var outcome string
-	err := h.act(ctx, actor, func(tx pgx.Tx) error {
+	err := h.act(ctx, actor, func(ctx context.Context, tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2)`, id, resolution).Scan(&outcome)
 	})
 	if err != nil {
@@ -364,15 +364,16 @@ func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, r
 	return outcome, nil
 }
 
-// act runs f in a transaction whose ordertimeout.actor is actor.
-func (h *Handler) act(ctx context.Context, actor string, f func(tx pgx.Tx) error) error {
+// act runs f in a transaction whose ordertimeout.actor is actor, within
+// queryTimeout.
+func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) error {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	return pgx.BeginFunc(ctx, h.cfg.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
 			return fmt.Errorf("set actor: %w", err)
 		}
-		return f(tx)
+		return f(ctx, tx)
 	})
 }
 
@@ -392,8 +393,8 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, `The form must say paused "true" or "false".`)
 		return
 	}
-	err := h.act(r.Context(), "console:"+u.Name, func(tx pgx.Tx) error {
-		_, err := tx.Exec(r.Context(), `SELECT ordertimeout.configure(paused => $1)`, paused)
+	err := h.act(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT ordertimeout.configure(paused => $1)`, paused)
 		return err
 	})
 	if err != nil {
