@@ -10,6 +10,12 @@ DROP FUNCTION ordertimeout.configure(interval, interval, interval, text, text, b
 DROP FUNCTION ordertimeout.begin_payment(text, text, interval, text);
 DROP FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text);
 DROP FUNCTION ordertimeout._payment_method(text, text);
+DROP FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text);
+DROP FUNCTION ordertimeout.reconcile_watermark(text);
+DROP FUNCTION ordertimeout._parse_amount(jsonb);
+DROP FUNCTION ordertimeout._parse_time(jsonb);
+DROP FUNCTION ordertimeout._confirm_payment(text, text, numeric, text, text);
+DROP TABLE ordertimeout.reconcile_watermarks;
 
 DROP VIEW ordertimeout.sweep_stats;
 CREATE VIEW ordertimeout.sweep_stats AS
@@ -2225,6 +2231,13 @@ ALTER TABLE ordertimeout.orders
     DROP COLUMN payment_method,
     DROP COLUMN gateway_expire_at;
 DROP TABLE ordertimeout.payment_methods;
+ALTER TABLE ordertimeout.conflicts
+    DROP CONSTRAINT conflicts_cause_known,
+    DROP COLUMN cause;
+ALTER TABLE ordertimeout.events
+    DROP CONSTRAINT events_cause_known,
+    ADD CONSTRAINT events_cause_known
+        CHECK (cause IN ('timeout', 'sweep', 'requested', 'payment', 'gateway', 'conflict', 'admin'));
 ALTER TABLE ordertimeout.settings
     DROP CONSTRAINT settings_paused_has_paused_at,
     DROP COLUMN paused,

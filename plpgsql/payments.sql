@@ -175,17 +175,19 @@ COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval, text) IS
 -- an amount, recorded as unverified in the event; the sidecar never confirms
 -- such an order without the gateway's amount. A payment without a currency
 -- is in the order's currency.
-CREATE FUNCTION ordertimeout.confirm_payment(
+-- The one implementation of confirm_payment; cause is the events' and a new
+-- conflict's cause: payment (a callback, a gateway check) or reconcile (found
+-- in the gateway's records).
+CREATE FUNCTION ordertimeout._confirm_payment(
     order_id   text,
     payment_id text,
-    amount     numeric DEFAULT NULL,
-    currency   text DEFAULT NULL)
+    amount     numeric,
+    currency   text,
+    cause      text)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -202,12 +204,12 @@ DECLARE
     v_paid_cur   text;
     v_detail     jsonb;
 BEGIN
-    PERFORM ordertimeout._check_order_id(confirm_payment.order_id);
-    PERFORM ordertimeout._check_payment_id(confirm_payment.payment_id);
-    PERFORM ordertimeout._check_amount('amount', confirm_payment.amount);
-    IF confirm_payment.currency IS NOT NULL AND confirm_payment.currency !~ '^[A-Z]{3}$' THEN
+    PERFORM ordertimeout._check_order_id(_confirm_payment.order_id);
+    PERFORM ordertimeout._check_payment_id(_confirm_payment.payment_id);
+    PERFORM ordertimeout._check_amount('amount', _confirm_payment.amount);
+    IF _confirm_payment.currency IS NOT NULL AND _confirm_payment.currency !~ '^[A-Z]{3}$' THEN
         RAISE EXCEPTION 'currency must be a three-letter ISO 4217 code such as "EUR", got "%"',
-            left(confirm_payment.currency, 16)
+            left(_confirm_payment.currency, 16)
             USING ERRCODE = 'OT128';
     END IF;
 
@@ -215,18 +217,18 @@ BEGIN
     -- close_cancelled (which takes the same lock) with the conflict below.
     SELECT o.status, o.amount, o.currency, o.timer_job_id INTO v_status, v_amount, v_currency, v_timer
     FROM ordertimeout.orders AS o
-    WHERE o.order_id = confirm_payment.order_id
+    WHERE o.order_id = _confirm_payment.order_id
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', confirm_payment.order_id
+        RAISE EXCEPTION 'order_id "%" is unknown', _confirm_payment.order_id
             USING ERRCODE = 'OT120';
     END IF;
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p
-    WHERE p.payment_id = confirm_payment.payment_id;
-    IF FOUND AND v_pay_order <> confirm_payment.order_id THEN
-        RAISE EXCEPTION 'payment_id "%" belongs to another order', confirm_payment.payment_id
+    WHERE p.payment_id = _confirm_payment.payment_id;
+    IF FOUND AND v_pay_order <> _confirm_payment.order_id THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
             USING ERRCODE = 'OT124';
     END IF;
     -- The same confirmation again: the same answer, nothing written.
@@ -236,8 +238,8 @@ BEGIN
         RETURN 'conflict';
     END IF;
 
-    v_paid_cur := coalesce(confirm_payment.currency, v_currency);
-    v_mismatch := (confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND confirm_payment.amount <> v_amount)
+    v_paid_cur := coalesce(_confirm_payment.currency, v_currency);
+    v_mismatch := (_confirm_payment.amount IS NOT NULL AND v_amount IS NOT NULL AND _confirm_payment.amount <> v_amount)
                OR (v_paid_cur IS DISTINCT FROM v_currency AND v_currency IS NOT NULL);
 
     UPDATE ordertimeout.orders AS o
@@ -247,13 +249,13 @@ BEGIN
         deadline_version = o.deadline_version + 1,
         timer_job_id = NULL,
         check_job_id = NULL
-    WHERE o.order_id = confirm_payment.order_id
+    WHERE o.order_id = _confirm_payment.order_id
       AND o.status IN ('PENDING', 'PAYING')
       AND NOT v_mismatch;
 
     IF FOUND THEN
         INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
-        VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'confirmed', confirm_payment.amount,
+        VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'confirmed', _confirm_payment.amount,
                 v_paid_cur, v_now)
         ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
         SET status = 'confirmed',
@@ -261,15 +263,15 @@ BEGIN
             currency = excluded.currency,
             confirmed_at = excluded.confirmed_at;
         PERFORM ordertimeout._drop_timer(v_timer);
-        v_detail := jsonb_build_object('payment_id', confirm_payment.payment_id, 'amount', confirm_payment.amount,
+        v_detail := jsonb_build_object('payment_id', _confirm_payment.payment_id, 'amount', _confirm_payment.amount,
                                        'currency', v_paid_cur);
-        IF confirm_payment.amount IS NULL AND v_amount IS NOT NULL THEN
+        IF _confirm_payment.amount IS NULL AND v_amount IS NOT NULL THEN
             v_detail := v_detail || jsonb_build_object('unverified', true);
         END IF;
-        PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status, 'PAID', 'payment', v_now, v_detail,
+        PERFORM ordertimeout._log_event(_confirm_payment.order_id, v_status, 'PAID', _confirm_payment.cause, v_now, v_detail,
             webhook => true);
         -- Last, so that the stock rows stay locked only until the commit.
-        PERFORM ordertimeout._consume(confirm_payment.order_id, v_now);
+        PERFORM ordertimeout._consume(_confirm_payment.order_id, v_now);
         RETURN 'paid';
     END IF;
 
@@ -282,14 +284,15 @@ BEGIN
                   ELSE 'late_payment'
               END;
     INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
-    VALUES (confirm_payment.payment_id, confirm_payment.order_id, 'late', confirm_payment.amount, v_paid_cur, v_now)
+    VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'late', _confirm_payment.amount, v_paid_cur, v_now)
     ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
     SET status = 'late',
         amount = coalesce(excluded.amount, p.amount),
         currency = excluded.currency,
         confirmed_at = excluded.confirmed_at;
-    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, currency, detected_at)
-    VALUES (confirm_payment.order_id, confirm_payment.payment_id, v_kind, confirm_payment.amount, v_paid_cur, v_now)
+    INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, currency, detected_at, cause)
+    VALUES (_confirm_payment.order_id, _confirm_payment.payment_id, v_kind, _confirm_payment.amount, v_paid_cur, v_now,
+            _confirm_payment.cause)
     RETURNING conflict_id INTO v_conflict;
 
     -- A finished order with an open conflict is no longer finished: a CLOSED
@@ -302,21 +305,39 @@ BEGIN
         SET status = 'CANCELLED',
             closed_at = NULL,
             deadline_version = o.deadline_version + 1
-        WHERE o.order_id = confirm_payment.order_id;
+        WHERE o.order_id = _confirm_payment.order_id;
     END IF;
-    PERFORM ordertimeout._log_event(confirm_payment.order_id, v_status,
-        CASE WHEN v_status = 'CLOSED' THEN 'CANCELLED' ELSE v_status END, 'payment', v_now,
-        jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind,
-                           'amount', confirm_payment.amount, 'currency', v_paid_cur),
+    PERFORM ordertimeout._log_event(_confirm_payment.order_id, v_status,
+        CASE WHEN v_status = 'CLOSED' THEN 'CANCELLED' ELSE v_status END, _confirm_payment.cause, v_now,
+        jsonb_build_object('payment_id', _confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind,
+                           'amount', _confirm_payment.amount, 'currency', v_paid_cur),
         webhook => true);
     -- Only a wake-up: the listener reads the open conflicts from the table.
     PERFORM pg_notify('ordertimeout_conflict', '');
     IF v_status = 'PAYING' THEN
         -- this attempt is over: without another one in flight, the timeout applies again
-        PERFORM ordertimeout._back_to_pending(confirm_payment.order_id, v_now,
-            jsonb_build_object('payment_id', confirm_payment.payment_id, 'conflict_id', v_conflict));
+        PERFORM ordertimeout._back_to_pending(_confirm_payment.order_id, v_now,
+            jsonb_build_object('payment_id', _confirm_payment.payment_id, 'conflict_id', v_conflict));
     END IF;
     RETURN 'conflict';
+END
+$$;
+
+CREATE FUNCTION ordertimeout.confirm_payment(
+    order_id   text,
+    payment_id text,
+    amount     numeric DEFAULT NULL,
+    currency   text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    RETURN ordertimeout._confirm_payment(confirm_payment.order_id, confirm_payment.payment_id,
+                                         confirm_payment.amount, confirm_payment.currency, 'payment');
 END
 $$;
 

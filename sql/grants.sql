@@ -30,6 +30,8 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.rescue_stuck_jobs(interval, integer),
     ordertimeout.resolve_conflict(bigint, text),
     ordertimeout.finish_refund(bigint, text),
+    ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text),
+    ordertimeout.reconcile_watermark(text),
     ordertimeout.open_conflicts(integer),
     ordertimeout.close_cancelled(interval, integer)
 TO ordertimeout_sidecar, ordertimeout_admin;

@@ -23,6 +23,7 @@
 \ir ../plpgsql/cancel.sql
 \ir ../plpgsql/sweep.sql
 \ir ../plpgsql/resolve_conflict.sql
+\ir ../plpgsql/reconcile.sql
 \ir ../plpgsql/admin.sql
 \ir ../plpgsql/reading.sql
 \ir grants.sql

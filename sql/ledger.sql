@@ -30,7 +30,7 @@ CREATE TABLE ordertimeout.events (
     detail      jsonb,
     CONSTRAINT events_pkey PRIMARY KEY (event_id),
     CONSTRAINT events_cause_known
-        CHECK (cause IN ('timeout', 'sweep', 'requested', 'payment', 'gateway', 'conflict', 'admin'))
+        CHECK (cause IN ('timeout', 'sweep', 'requested', 'payment', 'gateway', 'conflict', 'admin', 'reconcile'))
 );
 
 CREATE INDEX events_order_id ON ordertimeout.events (order_id, event_id);

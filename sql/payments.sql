@@ -41,6 +41,7 @@ CREATE TABLE ordertimeout.conflicts (
     refund_started_at timestamptz,
     refund_started_by text,
     refund_id         text,
+    cause             text        NOT NULL DEFAULT 'payment',
     CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     CONSTRAINT conflicts_order_exists
@@ -55,7 +56,8 @@ CREATE TABLE ordertimeout.conflicts (
     -- A refund, once started, is the only way the conflict can end.
     CONSTRAINT conflicts_refund_started_ends_refunded
         CHECK (refund_started_at IS NULL OR state = 'refunding' OR coalesce(resolution, '') = 'refunded'),
-    CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL)
+    CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL),
+    CONSTRAINT conflicts_cause_known CHECK (cause IN ('payment', 'reconcile'))
 );
 
 CREATE INDEX conflicts_open
@@ -66,9 +68,25 @@ CREATE INDEX conflicts_order_id ON ordertimeout.conflicts (order_id);
 
 COMMENT ON COLUMN ordertimeout.conflicts.state IS
     'open (waiting for a resolution), refunding (a refund was claimed: only finish_refund can end it), resolved';
+COMMENT ON COLUMN ordertimeout.conflicts.cause IS
+    'how the money was found: payment (confirm_payment: a callback or a gateway check) or reconcile (the gateway''s records: a lost callback)';
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
 COMMENT ON COLUMN ordertimeout.payments.currency IS
     'the payment''s currency as confirmed (the order''s when the caller gave none)';
 
 COMMENT ON TABLE ordertimeout.conflicts IS
     'money that arrived for an order that can no longer take it: paid after the cancel (late_payment), paid twice (double_payment) or paid the wrong amount (amount_mismatch)';
+
+-- Continuous reconciliation: how far each source of gateway records has been
+-- reconciled (reconcile_payments with a source advances it in the same
+-- transaction).
+CREATE TABLE ordertimeout.reconcile_watermarks (
+    source     text        NOT NULL,
+    watermark  timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    CONSTRAINT reconcile_watermarks_pkey PRIMARY KEY (source),
+    CONSTRAINT reconcile_watermarks_source_plain CHECK (source ~ '^[a-z][a-z0-9_:.-]{0,63}$')
+);
+
+COMMENT ON TABLE ordertimeout.reconcile_watermarks IS
+    'per source of gateway records (e.g. gateway:fake), the end of the last period reconciled';

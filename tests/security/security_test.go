@@ -30,7 +30,7 @@ var (
 	}
 	sidecarFunctions = append(slices.Clone(appFunctions),
 		"cancel_checked", "cancel_due", "close_cancelled", "finish_refund", "next_due", "open_conflicts",
-		"plan_sleep", "preview_due", "rescue_stuck_jobs", "resolve_conflict", "sweep_due")
+		"plan_sleep", "preview_due", "reconcile_payments", "reconcile_watermark", "rescue_stuck_jobs", "resolve_conflict", "sweep_due")
 	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_payment_method", "put_points", "put_stock")
 )
 

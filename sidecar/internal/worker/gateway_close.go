@@ -53,6 +53,9 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 	}
 	st, err := loadOrder(ctx, w.Pool, a.OrderID)
 	if errors.Is(err, errUnknownOrder) {
+		// Nowhere to record the money: a person must refund it.
+		w.Logger.Error("gateway says the buyer paid, but the database no longer knows the order: refund it by hand",
+			"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", r.PaymentID, "amount", string(r.Amount))
 		w.outcome(job.Kind, "unknown_order")
 		return river.JobCancel(err)
 	}

@@ -188,7 +188,7 @@ func eventType(ev Event) string {
 		default:
 			return TypeConflictResolved
 		}
-	case "payment":
+	case "payment", "reconcile":
 		var d struct {
 			ConflictID *int64 `json:"conflict_id"`
 		}

@@ -25,6 +25,8 @@ func TestEventType(t *testing.T) {
 		{"late payment", "CANCELLED", "CANCELLED", "payment", `{"conflict_id":7,"kind":"late_payment"}`, TypeConflict},
 		{"late payment on a closed order", "CLOSED", "CANCELLED", "payment", `{"conflict_id":7}`, TypeConflict},
 		{"double payment", "PAID", "PAID", "payment", `{"conflict_id":8,"kind":"double_payment"}`, TypeConflict},
+		{"paid, found by reconciliation", "PENDING", "PAID", "reconcile", `{"payment_id":"p1"}`, TypePaid},
+		{"late payment found by reconciliation", "CANCELLED", "CANCELLED", "reconcile", `{"conflict_id":9}`, TypeConflict},
 		{"mismatch on a live order", "PAYING", "PAYING", "payment", `{"conflict_id":9}`, TypeConflict},
 		{"refund started", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"resolution":"refunding"}`, TypeRefunding},
 		{"refunded", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"resolution":"refunded"}`, TypeConflictResolved},

@@ -37,6 +37,8 @@ SELECT results_eq(
     ('put_payment_method', 'method text, paying_window interval, gateway_close boolean DEFAULT true, late_payment text DEFAULT NULL::text', 'ordertimeout.payment_methods'),
     ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
     ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
+    ('reconcile_payments', 'transactions jsonb, period_start timestamp with time zone, period_end timestamp with time zone, report_missing boolean DEFAULT true, source text DEFAULT NULL::text', 'TABLE(line integer, payment_id text, order_id text, outcome text, detail text)'),
+    ('reconcile_watermark', 'source text', 'timestamp with time zone'),
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
     ('resolve_conflict', 'conflict_id bigint, resolution text', 'text'),
     ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')

@@ -1,0 +1,268 @@
+-- Reconciliation against the gateway's records. The caller (any language;
+-- `ordertimeout reconcile` parses CSV files and the sidecar asks the gateway)
+-- passes the gateway's transactions of a period as JSON:
+--
+--   [{"payment_id": "P1", "order_id": "A1", "amount": "12.50", "currency": "EUR",
+--     "status": "paid" | "refunded", "at": "2026-12-01T10:00:00Z", "line": 2}, ...]
+--
+-- ("line", optional, is the caller's line number, named in errors and in the
+-- report). The call is applied whole or not at all: every row is checked
+-- first, and a bad row raises OT171 naming its line and field, with nothing
+-- written. Running the same transactions again changes nothing.
+
+-- The decimal grammar of amounts in gateway records: digits, an optional
+-- fraction; as a JSON number or a string.
+CREATE FUNCTION ordertimeout._parse_amount(value jsonb)
+RETURNS numeric
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_text text;
+BEGIN
+    IF jsonb_typeof(value) NOT IN ('number', 'string') THEN
+        RETURN NULL;
+    END IF;
+    v_text := value #>> '{}';
+    IF v_text !~ '^(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_text::numeric;
+END
+$$;
+
+-- The gateway's timestamps: ISO 8601 with a zone; NULL when not one.
+CREATE FUNCTION ordertimeout._parse_time(value jsonb)
+RETURNS timestamptz
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(value) <> 'string'
+       OR (value #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN (value #>> '{}')::timestamptz;
+EXCEPTION
+    WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION ordertimeout.reconcile_payments(
+    transactions   jsonb,
+    period_start   timestamptz,
+    period_end     timestamptz,
+    report_missing boolean DEFAULT true,
+    source         text DEFAULT NULL)
+RETURNS TABLE (
+    line       integer,
+    payment_id text,
+    order_id   text,
+    outcome    text,
+    detail     text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row      record;
+    v_rows     jsonb := '[]';
+    v_line     integer;
+    v_key      text;
+    v_amount   numeric;
+    v_at       timestamptz;
+    v_dup      text;
+    v_pay      ordertimeout.payments;
+    v_order    ordertimeout.orders;
+    v_result   text;
+    v_kind     text;
+BEGIN
+    IF reconcile_payments.transactions IS NULL THEN
+        RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
+    END IF;
+    IF reconcile_payments.period_start IS NULL OR reconcile_payments.period_end IS NULL
+       OR reconcile_payments.report_missing IS NULL THEN
+        RAISE EXCEPTION 'period_start, period_end and report_missing must not be null' USING ERRCODE = 'OT100';
+    END IF;
+    IF jsonb_typeof(reconcile_payments.transactions) <> 'array' THEN
+        RAISE EXCEPTION 'transactions must be a JSON array of gateway transactions, got a JSON %',
+            jsonb_typeof(reconcile_payments.transactions)
+            USING ERRCODE = 'OT170';
+    END IF;
+    IF jsonb_array_length(reconcile_payments.transactions) > 100000 THEN
+        RAISE EXCEPTION 'transactions has % rows: at most 100000 per call (split the file by period)',
+            jsonb_array_length(reconcile_payments.transactions)
+            USING ERRCODE = 'OT170';
+    END IF;
+    IF NOT (reconcile_payments.period_start < reconcile_payments.period_end)
+       OR reconcile_payments.period_end - reconcile_payments.period_start > interval '400 days' THEN
+        RAISE EXCEPTION 'the period must start before it ends and span at most 400 days, got % to %',
+            reconcile_payments.period_start, reconcile_payments.period_end
+            USING ERRCODE = 'OT172';
+    END IF;
+    IF reconcile_payments.source IS NOT NULL AND reconcile_payments.source !~ '^[a-z][a-z0-9_:.-]{0,63}$' THEN
+        RAISE EXCEPTION 'source must be 1 to 64 characters a-z, 0-9, _ : . -, starting with a letter, got "%"',
+            left(reconcile_payments.source, 64)
+            USING ERRCODE = 'OT173';
+    END IF;
+
+    -- 1. Check every row before writing anything.
+    FOR v_row IN SELECT e.value, e.ordinality::integer AS n
+                   FROM jsonb_array_elements(reconcile_payments.transactions) WITH ORDINALITY AS e LOOP
+        v_line := v_row.n;
+        IF jsonb_typeof(v_row.value) <> 'object' THEN
+            RAISE EXCEPTION 'line %: a transaction must be a JSON object, got a JSON %', v_line, jsonb_typeof(v_row.value)
+                USING ERRCODE = 'OT171';
+        END IF;
+        IF v_row.value ? 'line' THEN
+            IF jsonb_typeof(v_row.value -> 'line') <> 'number' OR (v_row.value ->> 'line') !~ '^[0-9]{1,9}$' THEN
+                RAISE EXCEPTION 'line %: line must be a positive integer', v_line USING ERRCODE = 'OT171';
+            END IF;
+            v_line := (v_row.value ->> 'line')::integer;
+        END IF;
+        SELECT k INTO v_key FROM jsonb_object_keys(v_row.value) AS k
+         WHERE k NOT IN ('payment_id', 'order_id', 'amount', 'currency', 'status', 'at', 'line') ORDER BY 1 LIMIT 1;
+        IF v_key IS NOT NULL THEN
+            RAISE EXCEPTION 'line %: unknown field "%" (allowed: payment_id, order_id, amount, currency, status, at, line)',
+                v_line, left(v_key, 64) USING ERRCODE = 'OT171';
+        END IF;
+        IF jsonb_typeof(v_row.value -> 'payment_id') IS DISTINCT FROM 'string'
+           OR NOT ordertimeout._is_identifier(v_row.value ->> 'payment_id', 128) THEN
+            RAISE EXCEPTION 'line %: payment_id must be an id of 1 to 128 characters', v_line USING ERRCODE = 'OT171';
+        END IF;
+        IF jsonb_typeof(v_row.value -> 'order_id') IS DISTINCT FROM 'string'
+           OR NOT ordertimeout._is_identifier(v_row.value ->> 'order_id', 64) THEN
+            RAISE EXCEPTION 'line %: order_id must be an id of 1 to 64 characters', v_line USING ERRCODE = 'OT171';
+        END IF;
+        v_amount := ordertimeout._parse_amount(v_row.value -> 'amount');
+        IF v_amount IS NULL THEN
+            RAISE EXCEPTION 'line %: amount must be a decimal number from 0 to below 10^15 with at most 6 decimals, got %',
+                v_line, left(coalesce(v_row.value ->> 'amount', 'nothing'), 40) USING ERRCODE = 'OT171';
+        END IF;
+        IF jsonb_typeof(v_row.value -> 'currency') IS DISTINCT FROM 'string'
+           OR (v_row.value ->> 'currency') !~ '^[A-Z]{3}$' THEN
+            RAISE EXCEPTION 'line %: currency must be three upper-case letters (ISO 4217)', v_line USING ERRCODE = 'OT171';
+        END IF;
+        IF (v_row.value ->> 'status') IS DISTINCT FROM 'paid' AND (v_row.value ->> 'status') IS DISTINCT FROM 'refunded'
+           OR jsonb_typeof(v_row.value -> 'status') <> 'string' THEN
+            RAISE EXCEPTION 'line %: status must be "paid" or "refunded"', v_line USING ERRCODE = 'OT171';
+        END IF;
+        v_at := ordertimeout._parse_time(v_row.value -> 'at');
+        IF v_at IS NULL THEN
+            RAISE EXCEPTION 'line %: at must be an ISO 8601 time with a zone, such as 2026-12-01T10:00:00Z', v_line
+                USING ERRCODE = 'OT171';
+        END IF;
+        v_rows := v_rows || jsonb_build_array(jsonb_build_object(
+            'line', v_line, 'payment_id', v_row.value ->> 'payment_id', 'order_id', v_row.value ->> 'order_id',
+            'amount', v_amount, 'currency', v_row.value ->> 'currency', 'status', v_row.value ->> 'status', 'at', v_at));
+    END LOOP;
+    SELECT format('line %s: payment %s is %s twice in the transactions', max((r ->> 'line')::integer),
+                  r ->> 'payment_id', r ->> 'status')
+    INTO v_dup
+    FROM jsonb_array_elements(v_rows) AS r
+    GROUP BY r ->> 'payment_id', r ->> 'status'
+    HAVING count(*) > 1
+    LIMIT 1;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION '%', v_dup USING ERRCODE = 'OT171';
+    END IF;
+
+    -- 2. Each gateway transaction against what this database knows.
+    FOR v_row IN SELECT r AS value FROM jsonb_array_elements(v_rows) AS r ORDER BY (r ->> 'line')::integer LOOP
+        line := (v_row.value ->> 'line')::integer;
+        payment_id := v_row.value ->> 'payment_id';
+        order_id := v_row.value ->> 'order_id';
+        detail := NULL;
+        v_amount := (v_row.value ->> 'amount')::numeric;
+        SELECT p.* INTO v_pay FROM ordertimeout.payments AS p WHERE p.payment_id = reconcile_payments.payment_id;
+        SELECT o.* INTO v_order FROM ordertimeout.orders AS o WHERE o.order_id = reconcile_payments.order_id;
+        IF v_order.order_id IS NULL THEN
+            outcome := 'unknown_order';
+            detail := 'the gateway has a transaction for an order this database does not know';
+        ELSIF v_pay.payment_id IS NOT NULL AND v_pay.order_id <> order_id THEN
+            outcome := 'other_order';
+            detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
+        ELSIF v_row.value ->> 'status' = 'refunded' THEN
+            IF v_pay.status = 'refunded' THEN
+                outcome := 'ok';
+            ELSE
+                outcome := 'refund_unknown';
+                detail := format('refunded at the gateway; here the payment is %s', coalesce(v_pay.status, 'unknown'));
+            END IF;
+        ELSIF v_pay.status = 'confirmed' THEN
+            IF v_pay.amount IS NULL THEN
+                outcome := 'ok';
+                detail := format('confirmed here without an amount; the gateway settled %s %s',
+                                 v_amount, v_row.value ->> 'currency');
+            ELSIF v_pay.amount = v_amount AND v_pay.currency IS NOT DISTINCT FROM (v_row.value ->> 'currency') THEN
+                outcome := 'ok';
+            ELSE
+                outcome := 'amount_differs';
+                detail := format('paid here %s %s, at the gateway %s %s', v_pay.amount, coalesce(v_pay.currency, ''),
+                                 v_amount, v_row.value ->> 'currency');
+            END IF;
+        ELSIF v_pay.status IN ('late', 'refunded') THEN
+            outcome := 'known_conflict';
+        ELSE
+            -- Money this database has not seen: a lost callback. Confirm it
+            -- as a callback would have, with cause reconcile.
+            v_result := ordertimeout._confirm_payment(order_id, payment_id, v_amount, v_row.value ->> 'currency',
+                                                      'reconcile');
+            IF v_result = 'paid' THEN
+                outcome := 'confirmed';
+                detail := 'paid at the gateway without a callback: now PAID';
+            ELSE
+                SELECT c.kind INTO v_kind FROM ordertimeout.conflicts AS c WHERE c.payment_id = reconcile_payments.payment_id;
+                outcome := v_kind;
+                detail := 'paid at the gateway without a callback: recorded as a conflict (cause reconcile)';
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+
+    -- 3. Payments confirmed here in the period that the gateway does not list.
+    IF reconcile_payments.report_missing THEN
+        RETURN QUERY
+        SELECT NULL::integer, p.payment_id, p.order_id, 'missing_at_gateway'::text,
+               format('confirmed here at %s; the gateway lists no such payment', p.confirmed_at)
+        FROM ordertimeout.payments AS p
+        WHERE p.status = 'confirmed'
+          AND p.confirmed_at >= reconcile_payments.period_start
+          AND p.confirmed_at < reconcile_payments.period_end
+          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS r
+                           WHERE r ->> 'payment_id' = p.payment_id AND r ->> 'status' = 'paid')
+        ORDER BY p.confirmed_at, p.payment_id;
+    END IF;
+
+    IF reconcile_payments.source IS NOT NULL THEN
+        INSERT INTO ordertimeout.reconcile_watermarks AS w (source, watermark, updated_at)
+        VALUES (reconcile_payments.source, reconcile_payments.period_end, clock_timestamp())
+        ON CONFLICT ON CONSTRAINT reconcile_watermarks_pkey DO UPDATE
+        SET watermark = greatest(w.watermark, excluded.watermark),
+            updated_at = excluded.updated_at;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
+    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs, refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end. Running it again changes nothing';
+
+CREATE FUNCTION ordertimeout.reconcile_watermark(source text)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT w.watermark FROM ordertimeout.reconcile_watermarks AS w WHERE w.source = reconcile_watermark.source);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.reconcile_watermark(text) IS
+    'the end of the last period reconciled for source (NULL: never)';
