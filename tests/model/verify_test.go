@@ -89,8 +89,15 @@ func (m *model) verify(s *dbstate.State) []string {
 		if d := got.ExpireAt.Sub(got.CreatedAt); d != o.spec.Timeout+extended {
 			bad("order %s expires %v after its creation, want %v + %v extended", id, d, o.spec.Timeout, extended)
 		}
-		if !got.CancelAt.Equal(got.ExpireAt) {
-			bad("order %s has cancel_at %v, want expire_at %v (no grace)", id, got.CancelAt, got.ExpireAt)
+		// No grace: cancel_at is expire_at, or later when a payment began
+		// (never before the gateway's expiry; extensions move it further).
+		switch {
+		case got.GatewayExpireAt == nil && !got.CancelAt.Equal(got.ExpireAt):
+			bad("order %s has cancel_at %v, want expire_at %v (no grace, no payment begun)", id, got.CancelAt, got.ExpireAt)
+		case got.CancelAt.Before(got.ExpireAt):
+			bad("order %s has cancel_at %v before expire_at %v", id, got.CancelAt, got.ExpireAt)
+		case got.GatewayExpireAt != nil && got.CancelAt.Before(*got.GatewayExpireAt):
+			bad("order %s has cancel_at %v before the gateway's expiry %v", id, got.CancelAt, *got.GatewayExpireAt)
 		}
 		if got.Status != "PAID" && !dbstate.Cancelled(got.Status) {
 			bad("order %s is %s after the drain", id, got.Status)

@@ -27,6 +27,7 @@ type Order struct {
 	CreatedAt        time.Time
 	ExpireAt         time.Time
 	CancelAt         time.Time
+	GatewayExpireAt  *time.Time // the expiry begin_payment gave the gateway
 	PaidAt           *time.Time
 	CancelledAt      *time.Time
 	CancelCause      *string
@@ -186,12 +187,13 @@ func Load(ctx context.Context, db Beginner) (*State, error) {
 		{"orders", `
 SELECT o.order_id, o.status, o.created_at, o.expire_at, o.cancel_at, o.paid_at, o.cancelled_at,
        o.cancel_cause, o.deadline_version, o.timer_job_id, o.check_job_id, o.payment_attempted,
-       o.amount::text, o.currency, o.coupon_id, o.points_account, o.points
+       o.amount::text, o.currency, o.coupon_id, o.points_account, o.points, o.gateway_expire_at
 FROM ordertimeout.orders AS o`, func(r pgx.Rows) error {
 			o := &Order{Items: make(map[string]int64)}
 			if err := r.Scan(&o.ID, &o.Status, &o.CreatedAt, &o.ExpireAt, &o.CancelAt, &o.PaidAt,
 				&o.CancelledAt, &o.CancelCause, &o.Version, &o.TimerJobID, &o.CheckJobID,
-				&o.PaymentAttempted, &o.Amount, &o.Currency, &o.CouponID, &o.PointsAccount, &o.Points); err != nil {
+				&o.PaymentAttempted, &o.Amount, &o.Currency, &o.CouponID, &o.PointsAccount, &o.Points,
+				&o.GatewayExpireAt); err != nil {
 				return err
 			}
 			s.Orders[o.ID] = o
