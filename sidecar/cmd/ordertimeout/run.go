@@ -20,7 +20,8 @@ Runs the sidecar until SIGINT or SIGTERM: sweeps due orders in the database
 (ordertimeout.sweep_due, woken by NOTIFY ordertimeout_wake), works River
 queue "ordertimeout" (gateway checks before cancels, payment checks, gateway
 closes, conflict resolution, webhooks), listens for late-payment conflicts,
-and serves /metrics, /healthz, /readyz and River's UI at /riverui/.
+and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
+ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
 On SIGTERM it stops claiming, lets running jobs finish for up to
 --shutdown-timeout (then hands them back), and exits 0.`
@@ -57,10 +58,13 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.PurgeAfter, "purge-after", 0, "every minute, delete CLOSED orders closed longer ago than this with every row about them (purge_orders); 0: never")
 	f.Duration(&cfg.PurgePaidAfter, "purge-paid-after", 0, "with --purge-after, also delete PAID orders paid longer ago than this; 0: keep them")
 	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
-	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/); \"-\" disables it")
+	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/, /console/); \"-\" disables it")
 	f.String(&allowedHosts, "http-allowed-hosts", "", "comma-separated host names the HTTP server may be reached at besides IP addresses, localhost and the host of --http (requests naming any other Host get 403: DNS rebinding)")
 	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only, read-only")
 	f.String(&cfg.UIPassword, "ui-password", "", "password for HTTP basic auth on /riverui/")
+	f.String(&cfg.ConsoleViewer, "console-viewer", "", "user:password of the console's viewer, who may read /console/ (HTTP basic auth)")
+	f.String(&cfg.ConsoleOperator, "console-operator", "", "user:password of the console's operator, who may also resolve conflicts; recorded as actor \"console:<user>\".\nWithout --console-viewer and --console-operator the console is served read-only on localhost only")
+	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's); a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
 	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
 	log.AddFlags(f)

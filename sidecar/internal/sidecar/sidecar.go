@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/dbclock"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
@@ -132,6 +133,17 @@ type Config struct {
 	UIPassword       string
 	MetricsInterval  time.Duration
 
+	// ConsoleViewer and ConsoleOperator are the console's users,
+	// "user:password" each (package console). Without either, the console
+	// is served read-only to anyone when the HTTP server listens on
+	// loopback, and not at all otherwise.
+	ConsoleViewer, ConsoleOperator string
+	// ConsoleDatabaseURL, if set, is the connection the console reads and
+	// acts with, e.g. a role in ordertimeout_admin (to see resolved
+	// conflicts, holds and releases) and ordertimeout_sidecar. If empty,
+	// the sidecar's own pool.
+	ConsoleDatabaseURL string
+
 	ShutdownTimeout time.Duration
 	DBMaxConns      int
 
@@ -161,6 +173,8 @@ type Sidecar struct {
 	reg     *metrics.Registry
 	http    *server.Server
 	ui      *riverui.Handler
+	// consolePool is the console's own pool (ConsoleDatabaseURL), or nil.
+	consolePool *pgxpool.Pool
 
 	httpAddr     net.Addr
 	riverRunning atomic.Bool
@@ -227,6 +241,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}, clock: &dbclock.Clock{}}
 	if err := s.build(); err != nil {
 		pool.Close()
+		if s.consolePool != nil {
+			s.consolePool.Close()
+		}
 		return nil, err
 	}
 	return s, nil
@@ -399,6 +416,10 @@ func (s *Sidecar) build() error {
 			return fmt.Errorf("create River UI: %w", err)
 		}
 		s.ui = ui
+		consoleHandler, err := s.newConsole()
+		if err != nil {
+			return err
+		}
 		s.http = &server.Server{
 			Addr:         cfg.HTTPAddr,
 			Metrics:      reg.Handler(),
@@ -409,8 +430,71 @@ func (s *Sidecar) build() error {
 			AllowedHosts: cfg.HTTPAllowedHosts,
 			Logger:       logger.With("component", "http"),
 		}
+		if consoleHandler != nil {
+			s.http.Console = consoleHandler
+		}
 	}
 	return nil
+}
+
+// newConsole builds the console's handler, or returns nil when it is not
+// served (no users configured and the HTTP server reachable beyond
+// loopback).
+func (s *Sidecar) newConsole() (http.Handler, error) {
+	cfg := s.cfg
+	viewer, err := console.ParseCredentials(cfg.ConsoleViewer)
+	if err != nil {
+		return nil, fmt.Errorf("console viewer: %w", err)
+	}
+	operator, err := console.ParseCredentials(cfg.ConsoleOperator)
+	if err != nil {
+		return nil, fmt.Errorf("console operator: %w", err)
+	}
+	anonymous := viewer.User == "" && operator.User == ""
+	if anonymous && !isLoopbackAddr(cmpOr(cfg.HTTPAddr, server.DefaultAddr)) {
+		s.logger.Warn("console not served: the HTTP server listens beyond localhost and no console viewer or operator is set")
+		return nil, nil
+	}
+	pool := s.pool
+	if cfg.ConsoleDatabaseURL != "" {
+		pc, err := pgxpool.ParseConfig(cfg.ConsoleDatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("parse console database URL: %w", err)
+		}
+		pc.MaxConns = 4
+		if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+			pc.ConnConfig.RuntimeParams["application_name"] = "ordertimeout console:" + cfg.Name
+		}
+		if s.consolePool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
+			return nil, fmt.Errorf("connect the console to the database: %w", err)
+		}
+		pool = s.consolePool
+	}
+	h, err := console.New(console.Config{
+		Pool:         pool,
+		Viewer:       viewer,
+		Operator:     operator,
+		Anonymous:    anonymous,
+		TrustedHosts: cfg.HTTPAllowedHosts,
+		Logger:       s.logger.With("component", "console"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// isLoopbackAddr reports whether a listen address names a loopback host.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Pool returns the sidecar's database pool.
@@ -447,6 +531,9 @@ func (s *Sidecar) Ready(ctx context.Context) error {
 // gracefully and returns nil. It closes the pool when it returns.
 func (s *Sidecar) Run(ctx context.Context) error {
 	defer s.pool.Close()
+	if s.consolePool != nil {
+		defer s.consolePool.Close()
+	}
 	logger := s.logger
 
 	if s.http != nil {
