@@ -29,7 +29,8 @@ UPDATE ordertimeout.orders SET closed_at = closed_at - interval '100 days' WHERE
 UPDATE ordertimeout.orders SET status = 'CANCELLED', closed_at = NULL, cancelled_at = cancelled_at - interval '300 days'
 WHERE order_id = 'cancelled';
 UPDATE ordertimeout.orders SET paid_at = paid_at - interval '400 days', created_at = created_at - interval '400 days',
-                               expire_at = expire_at - interval '400 days', cancel_at = cancel_at - interval '400 days'
+                               expire_at = expire_at - interval '400 days', cancel_at = cancel_at - interval '400 days',
+                               gateway_expire_at = gateway_expire_at - interval '400 days'
 WHERE order_id IN ('paid', 'paid_coupon', 'pending', 'paying');
 SELECT test.snapshot() -> 'ordertimeout.stock' AS stock_before \gset
 SELECT test.snapshot() -> 'ordertimeout.points_accounts' AS points_before \gset
