@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,11 @@ func TestGracefulShutdown(t *testing.T) {
 	fake, gw := sidecartest.Fake(t, nil)
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 30000}))
 	sidecartest.CreateMany(t, db, "g", orders, 2, 100*time.Millisecond)
+	// The gateway says each payment failed (a "none" would be asked about
+	// again before a cancel: worker.NoneAsks).
+	for i := 1; i <= orders; i++ {
+		require.NoError(t, fake.Set(t.Context(), fmt.Sprintf("g%d", i), fakegateway.Behaviour{Behaviour: fakegateway.Decline, PaymentID: fmt.Sprintf("p%d", i)}))
+	}
 
 	running := func() int64 {
 		return count(t, db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'")

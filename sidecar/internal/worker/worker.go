@@ -140,7 +140,9 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 	var gwLeft *float64
 	err := db.QueryRow(ctx,
 		`SELECT status, deadline_version, expire_at, amount::text,
-		        extract(epoch FROM greatest(gateway_expire_at - clock_timestamp(), interval '0'))::float8
+		        CASE WHEN gateway_expire_at IS NOT NULL -- greatest() ignores a NULL
+		             THEN extract(epoch FROM greatest(gateway_expire_at - clock_timestamp(), interval '0'))::float8
+		        END
 		   FROM ordertimeout.order_info($1)`,
 		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Amount, &gwLeft)
 	if gwLeft != nil {
