@@ -243,6 +243,14 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused))
 	require.False(t, paused)
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url}), "gateway URL is required")
+	// The Stripe key is read from the environment variable --stripe-key-env
+	// names, never from a flag.
+	t.Setenv("OT_TEST_NO_STRIPE_KEY", "")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "stripe", "--stripe-key-env", "OT_TEST_NO_STRIPE_KEY"}),
+		"needs Stripe's secret API key in the environment")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "paypal"}), "gateway must be http or stripe")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway-url", "http://127.0.0.1:1", "--gateway-rate", "-1"}),
+		"must not be negative")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
 	for _, cmd := range []string{"run", "status", "pause", "resume", "fakegateway"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
