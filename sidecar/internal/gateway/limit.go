@@ -57,7 +57,8 @@ type Limited struct {
 
 	// Observe, if set, is called for every call that found no token at
 	// once: op, how long it waited, and whether it was sent (false: it
-	// returned a *ThrottledError, or its context ended).
+	// returned a *ThrottledError without waiting, or its context ended
+	// while it waited).
 	Observe func(op string, waited time.Duration, sent bool)
 }
 

@@ -282,7 +282,9 @@ func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gat
 		} else {
 			throttled.Inc(op, "snoozed")
 		}
-		waits.Observe(waited.Seconds(), op)
+		if waited > 0 {
+			waits.Observe(waited.Seconds(), op)
+		}
 	}
 	return l, nil
 }
@@ -291,7 +293,7 @@ func (s *Sidecar) build() error {
 	cfg, logger, reg := s.cfg, s.logger, s.reg
 
 	gatewayCalls := reg.NewCounter("ordertimeout_gateway_calls_total",
-		"Calls this sidecar made to the payment gateway, by operation (order, close, refund) and result (ok, unavailable, bad_answer).",
+		"Calls this sidecar made to the payment gateway, by operation (order, close, refund, payments) and result (ok, unavailable, bad_answer, bad_request).",
 		"op", "result")
 	gatewaySeconds := reg.NewHistogram("ordertimeout_gateway_call_seconds",
 		"Duration of this sidecar's calls to the payment gateway.",

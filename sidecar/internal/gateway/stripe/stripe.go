@@ -28,8 +28,12 @@
 //     in minor units, with the idempotency key as Stripe's Idempotency-Key
 //     (Stripe keeps keys 24 hours; after that, a refund already made is
 //     found by its metadata idempotency_key instead of being made twice).
-//   - Payments: lists the PaymentIntents created since a moment, succeeded
-//     ones as payments (refunded when their charge is fully refunded).
+//   - Payments: lists the succeeded charges created since a moment (a
+//     charge is created when the buyer pays), each named by the Checkout
+//     Session or PaymentIntent id the shop gave begin_payment, refunded
+//     when fully refunded. Set the order id in the metadata of the
+//     PaymentIntent (payment_intent_data.metadata for Checkout) or of the
+//     session, so that the list names the order.
 //
 // Errors: Stripe's rate limit (429, lock_timeout), connection errors and
 // api_error / 5xx are gateway.ErrUnavailable (ask again later);
@@ -40,6 +44,7 @@
 package stripe
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -346,11 +351,23 @@ func refundAnswer(r *stripeapi.Refund) (gateway.Refund, error) {
 	}
 }
 
-// MaxListed bounds how many PaymentIntents one Payments call reads.
+// MaxListed bounds how many charges, and how many Checkout Sessions, one
+// Payments call reads.
 const MaxListed = 10000
 
-// Payments lists the succeeded PaymentIntents created at or after since,
-// oldest first, at most limit (at most MaxListed are read).
+// sessionLifetime is the longest a Checkout Session stays open: a session
+// paid after a moment was created at most this long before it.
+const sessionLifetime = 24 * time.Hour
+
+// Payments lists the payments Stripe took at or after since, oldest first,
+// at most limit: its succeeded charges created since then (a charge is
+// created when the buyer pays, unlike its PaymentIntent), each named as
+// the shop named it in begin_payment: by its Checkout Session's id when it
+// paid a session (sessions created up to 24 hours before since are read to
+// find them), else by its PaymentIntent's id. The order id is the
+// session's metadata order_id (or client_reference_id), else the
+// PaymentIntent's, else the charge's. A charge fully refunded is
+// PaymentRefunded.
 func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
 	start := time.Now()
 	ps, err := d.list(ctx, since, limit)
@@ -365,40 +382,69 @@ func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gatewa
 	if limit <= 0 {
 		return nil, fmt.Errorf("limit must be positive, got %d: %w", limit, gateway.ErrBadRequest)
 	}
-	params := &stripeapi.PaymentIntentListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
-	params.Limit = stripeapi.Int64(100)
-	params.AddExpand("data.latest_charge")
-	var out []gateway.Payment
+	cp := &stripeapi.ChargeListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	cp.Limit = stripeapi.Int64(100)
+	cp.AddExpand("data.payment_intent")
+	var charges []*stripeapi.Charge
+	for c, err := range d.client.V1Charges.List(ctx, cp) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if len(charges) >= MaxListed {
+			return nil, fmt.Errorf("more than %d charges since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+		}
+		if c.Status == stripeapi.ChargeStatusSucceeded {
+			charges = append(charges, c)
+		}
+	}
+	if len(charges) == 0 {
+		return nil, nil
+	}
+	sp := &stripeapi.CheckoutSessionListParams{
+		CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Add(-sessionLifetime).Unix()},
+		Status:       stripeapi.String(string(stripeapi.CheckoutSessionStatusComplete)),
+	}
+	sp.Limit = stripeapi.Int64(100)
+	sessions := map[string]*stripeapi.CheckoutSession{} // by PaymentIntent id
 	n := 0
-	// Stripe lists newest first: read them all (bounded), keep the oldest.
-	for pi, err := range d.client.V1PaymentIntents.List(ctx, params) {
+	for cs, err := range d.client.V1CheckoutSessions.List(ctx, sp) {
 		if err != nil {
 			return nil, classify(err)
 		}
 		if n++; n > MaxListed {
-			return nil, fmt.Errorf("more than %d PaymentIntents since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+			return nil, fmt.Errorf("more than %d Checkout Sessions since a day before then: %w", MaxListed, gateway.ErrBadRequest)
 		}
-		if pi.Status != stripeapi.PaymentIntentStatusSucceeded {
-			continue
+		if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
+			sessions[cs.PaymentIntent.ID] = cs
 		}
-		p, err := fromIntent("", pi.ID, pi)
+	}
+	var out []gateway.Payment
+	for _, c := range charges {
+		amount, currency, err := money(c.ID, c.Amount, c.Currency)
 		if err != nil {
 			return nil, err
 		}
-		status := gateway.PaymentPaid
-		if pi.LatestCharge != nil && pi.LatestCharge.Refunded {
-			status = gateway.PaymentRefunded
+		p := gateway.Payment{PaymentID: c.ID, OrderID: c.Metadata["order_id"], Amount: amount, Currency: currency,
+			Status: gateway.PaymentPaid, At: time.Unix(c.Created, 0).UTC()}
+		if c.Refunded {
+			p.Status = gateway.PaymentRefunded
 		}
-		out = append(out, gateway.Payment{
-			OrderID:   pi.Metadata["order_id"],
-			PaymentID: pi.ID,
-			Amount:    p.amount,
-			Currency:  p.currency,
-			Status:    status,
-			At:        time.Unix(pi.Created, 0).UTC(),
-		})
+		if pi := c.PaymentIntent; pi != nil && pi.ID != "" {
+			p.PaymentID = pi.ID
+			if o := pi.Metadata["order_id"]; o != "" {
+				p.OrderID = o
+			}
+			if cs, ok := sessions[pi.ID]; ok {
+				p.PaymentID = cs.ID
+				if o := cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID); o != "" {
+					p.OrderID = o
+				}
+			}
+		}
+		out = append(out, p)
 	}
-	slices.Reverse(out)
+	// Stripe lists newest first.
+	slices.SortStableFunc(out, func(a, b gateway.Payment) int { return a.At.Compare(b.At) })
 	if len(out) > limit {
 		out = out[:limit]
 	}
@@ -541,6 +587,12 @@ func fromSession(orderID, id string, s *stripeapi.CheckoutSession) (payment, err
 	p := payment{id: id}
 	if s.PaymentIntent != nil {
 		p.intent = s.PaymentIntent.ID
+	}
+	if s.Currency != "" {
+		var err error
+		if _, p.currency, err = money(id, 0, s.Currency); err != nil {
+			return payment{}, err
+		}
 	}
 	switch {
 	case s.Status == stripeapi.CheckoutSessionStatusComplete &&

@@ -108,12 +108,19 @@ func TestAgainstStripeMock(t *testing.T) {
 		since := time.Unix(1700000000, 0)
 		ps, err := d.Payments(bg, since, 10)
 		require.NoError(t, err)
-		require.Empty(t, ps, "the fixture PaymentIntent has not succeeded")
 		reqs := rec.take()
-		require.NotEmpty(t, reqs)
-		require.Equal(t, "/v1/payment_intents", reqs[0].Path)
+		require.Len(t, reqs, 2)
+		require.Equal(t, "/v1/charges", reqs[0].Path)
 		require.Equal(t, "1700000000", reqs[0].Form.Get("created[gte]"))
-		require.Equal(t, "data.latest_charge", reqs[0].Form.Get("expand[0]"))
+		require.Equal(t, "data.payment_intent", reqs[0].Form.Get("expand[0]"))
+		require.Equal(t, "/v1/checkout/sessions", reqs[1].Path)
+		require.Equal(t, "1699913600", reqs[1].Form.Get("created[gte]"), "sessions from a day before")
+		require.Equal(t, "complete", reqs[1].Form.Get("status"))
+		// The fixture charge: succeeded, USD 1.00.
+		require.Len(t, ps, 1)
+		require.Equal(t, gateway.PaymentPaid, ps[0].Status)
+		require.Equal(t, gateway.Amount("1.00"), ps[0].Amount)
+		require.Equal(t, gateway.Currency("USD"), ps[0].Currency)
 	})
 
 	t.Run("a key Stripe refuses is a bad request", func(t *testing.T) {
@@ -337,4 +344,34 @@ func TestSearchQueryEscapes(t *testing.T) {
 	require.Equal(t, `metadata["order_id"]:"A1"`, stripe.SearchQuery("A1"))
 	require.Equal(t, `metadata["order_id"]:"a\" OR status:\"succeeded"`, stripe.SearchQuery(`a" OR status:"succeeded`))
 	require.Equal(t, `metadata["order_id"]:"a\\\" x"`, stripe.SearchQuery(`a\" x`))
+}
+
+// The list names each payment as the shop named it in begin_payment: a
+// Checkout Session's id for a charge that paid a session, else the
+// PaymentIntent's; oldest first; refunded charges as refunded.
+func TestPaymentsList(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	s.set("GET /v1/charges", answer{200, `{"object": "list", "has_more": false, "url": "/v1/charges", "data": [
+		{"id": "ch_3", "object": "charge", "status": "succeeded", "amount": 5120, "currency": "kwd", "created": 1700000300, "refunded": true,
+		 "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
+		{"id": "ch_2", "object": "charge", "status": "failed", "amount": 100, "currency": "eur", "created": 1700000200, "payment_intent": "pi_2"},
+		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 500, "currency": "jpy", "created": 1700000100,
+		 "payment_intent": {"id": "pi_1", "object": "payment_intent", "metadata": {}}}]}`})
+	s.set("GET /v1/checkout/sessions", answer{200, `{"object": "list", "has_more": false, "url": "/v1/checkout/sessions", "data": [
+		{"id": "cs_1", "object": "checkout.session", "status": "complete", "payment_intent": "pi_1", "client_reference_id": "C1", "metadata": {}}]}`})
+	ps, err := d.Payments(bg, time.Unix(1700000000, 0), 10)
+	require.NoError(t, err)
+	require.Equal(t, []gateway.Payment{
+		{OrderID: "C1", PaymentID: "cs_1", Amount: "500", Currency: "JPY", Status: gateway.PaymentPaid, At: time.Unix(1700000100, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "5.120", Currency: "KWD", Status: gateway.PaymentRefunded, At: time.Unix(1700000300, 0).UTC()},
+	}, ps)
+
+	ps, err = d.Payments(bg, time.Unix(1700000000, 0), 1)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "cs_1", ps[0].PaymentID, "the oldest first")
+	_, err = d.Payments(bg, time.Unix(1700000000, 0), 0)
+	require.ErrorIs(t, err, gateway.ErrBadRequest)
 }
