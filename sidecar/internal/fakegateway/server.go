@@ -65,6 +65,7 @@ type Stats struct {
 	RefundRequests int `json:"refund_requests"`
 	Callbacks      int `json:"callbacks"`
 	CallbackErrors int `json:"callback_errors"`
+	PaymentLists   int `json:"payment_lists"`
 }
 
 // Server is the fake gateway, an http.Handler. Create it with New; call Close
@@ -84,6 +85,7 @@ type Server struct {
 	refunds map[string]gateway.Refund // by idempotency key
 	stats   Stats
 	timers  map[*time.Timer]struct{}
+	ledger  ledger
 	closed  bool
 	pending sync.WaitGroup // late payments being completed
 }
@@ -115,6 +117,7 @@ func New(db *pgxpool.Pool, logger *slog.Logger) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/refunds", s.refund)
+	mux.HandleFunc("GET /v1/payments", s.listPayments)
 	mux.HandleFunc("POST /_fake/gateway", s.setGateway)
 	mux.HandleFunc("GET /_fake/stats", s.showStats)
 	s.mux = mux
@@ -210,6 +213,7 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 	switch b.Behaviour {
 	case Instant, Silent:
 		o.status = gateway.StatusPaid
+		s.ledger.paid(orderID, o)
 	case Decline:
 		o.status = gateway.StatusFailed
 	case Late:
@@ -254,6 +258,7 @@ func (s *Server) completeLate(orderID string) {
 		return
 	}
 	o.status = gateway.StatusPaid
+	s.ledger.paid(orderID, o)
 	paymentID, amount, currency := o.paymentID, o.amount, o.currency
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
@@ -413,6 +418,7 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 		s.refunds[req.IdempotencyKey] = out
 		o := s.order(req.OrderID)
 		o.refunds++
+		s.ledger.refunded(req, o)
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
