@@ -139,4 +139,3 @@ func TestPaymentsBadAnswers(t *testing.T) {
 	_, err := cl.Payments(context.Background(), since, 2)
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
 }
-
