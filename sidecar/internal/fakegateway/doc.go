@@ -7,6 +7,13 @@
 //	GET  /v1/orders/{order_id}
 //	POST /v1/orders/{order_id}/close
 //	POST /v1/refunds
+//	GET  /v1/payments?since=<RFC 3339>&limit=N
+//
+// GET /v1/payments lists every payment the fake took, silent ones included
+// (their callback never comes; a payment set without an amount is not
+// listed, as the contract requires one), and every refund it made, each
+// once, stamped with this host's clock when it happened, in its currency or
+// DefaultCurrency (EUR).
 //
 // The control API, for tests and demos:
 //

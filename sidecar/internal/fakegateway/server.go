@@ -74,6 +74,7 @@ type Stats struct {
 	RefundRequests int `json:"refund_requests"`
 	Callbacks      int `json:"callbacks"`
 	CallbackErrors int `json:"callback_errors"`
+	PaymentLists   int `json:"payment_lists"`
 }
 
 // Server is the fake gateway, an http.Handler. Create it with New; call Close
@@ -93,6 +94,7 @@ type Server struct {
 	refunds map[string]gateway.Refund // by idempotency key
 	stats   Stats
 	timers  map[*time.Timer]struct{}
+	ledger  ledger
 	closed  bool
 	pending sync.WaitGroup // late payments being completed
 }
@@ -126,6 +128,7 @@ func New(db *pgxpool.Pool, logger *slog.Logger) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/refunds", s.refund)
+	mux.HandleFunc("GET /v1/payments", s.listPayments)
 	mux.HandleFunc("POST /_fake/gateway", s.setGateway)
 	mux.HandleFunc("GET /_fake/stats", s.showStats)
 	s.mux = mux
@@ -224,9 +227,13 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 	switch b.Behaviour {
 	case Instant, Silent:
 		o.status = gateway.StatusPaid
+		s.ledger.paid(orderID, o)
 	case QR:
 		o.status = gateway.StatusPaid
 		o.noneQueries = b.NoneQueries
+		if o.noneQueries == 0 {
+			s.ledger.paid(orderID, o) // scanned at once
+		}
 	case PayOnClose:
 		o.status = gateway.StatusPending
 	case Decline:
@@ -273,6 +280,7 @@ func (s *Server) completeLate(orderID string) {
 		return
 	}
 	o.status = gateway.StatusPaid
+	s.ledger.paid(orderID, o)
 	paymentID, amount, currency := o.paymentID, o.amount, o.currency
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
@@ -382,6 +390,9 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, id string) {
 	if o, ok := s.orders[id]; ok && o.noneQueries > 0 {
 		o.noneQueries-- // the QR code is not scanned yet
 		st.Status = gateway.StatusNone
+		if o.noneQueries == 0 {
+			s.ledger.paid(id, o) // scanned now: the next query finds it
+		}
 	}
 	s.mu.Unlock()
 	out := gateway.Order{OrderID: id, Status: st.Status}
@@ -401,8 +412,9 @@ func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	o := s.order(id)
 	o.closes++
-	if o.behaviour == PayOnClose && !o.closed && o.paymentID != "" {
+	if o.behaviour == PayOnClose && !o.closed && o.paymentID != "" && o.status != gateway.StatusPaid {
 		o.status = gateway.StatusPaid // ORDERPAID: the buyer was faster
+		s.ledger.paid(id, o)
 	}
 	if o.noneQueries > 0 {
 		// Closed before the QR code was scanned: it can no longer be paid.
@@ -443,6 +455,7 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 		s.refunds[req.IdempotencyKey] = out
 		o := s.order(req.OrderID)
 		o.refunds++
+		s.ledger.refunded(req, o)
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)

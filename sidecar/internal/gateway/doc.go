@@ -48,6 +48,19 @@
 //	     The same idempotency_key again returns the same refund and moves no
 //	     money.
 //
+//	GET  /v1/payments?since=2026-12-01T10:00:00Z&limit=100
+//	     200 {"payments": [{"payment_id": "P1", "order_id": "A1",
+//	          "amount": "12.50", "currency": "EUR", "status": "paid",
+//	          "at": "2026-12-01T10:00:03Z"}, ...], "has_more": false}
+//	     The gateway's records for reconciliation (Client.Payments): every
+//	     payment it took and every refund it made (status "refunded", the
+//	     same payment_id, amount the amount refunded), also those whose
+//	     callback never arrived and payments the shop never started (a QR
+//	     code paid directly), with at (RFC 3339) at or after since, oldest
+//	     first (by at, then payment_id), at most limit (1 to 1000) of them.
+//	     has_more says whether more follow: ask again with since = the last
+//	     at. amount, currency and at are required here.
+//
 // {order_id} is one path segment, escaped with PathSegment: every byte but
 // the unreserved ones is percent-encoded ("a/b" is a%2Fb, "100%" is 100%25),
 // and the ids "." and ".." are sent as %2E and %2E%2E, never as dot

@@ -139,7 +139,7 @@ type Client struct {
 	HTTPClient *http.Client
 
 	// Observe, if set, is called after every call (retries included) with
-	// the operation ("order", "close", "refund") and its result ("ok",
+	// the operation ("order", "close", "refund", "payments") and its result ("ok",
 	// "unavailable", "bad_answer"). It is how metrics count gateway calls.
 	Observe func(op, result string, elapsed time.Duration)
 }
