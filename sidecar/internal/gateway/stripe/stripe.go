@@ -28,12 +28,12 @@
 //     in minor units, with the idempotency key as Stripe's Idempotency-Key
 //     (Stripe keeps keys 24 hours; after that, a refund already made is
 //     found by its metadata idempotency_key instead of being made twice).
-//   - Payments: lists the succeeded charges created since a moment (a
-//     charge is created when the buyer pays), each named by the Checkout
-//     Session or PaymentIntent id the shop gave begin_payment, refunded
-//     when fully refunded. Set the order id in the metadata of the
-//     PaymentIntent (payment_intent_data.metadata for Checkout) or of the
-//     session, so that the list names the order.
+//   - Payments: lists the succeeded charges (payments) and refunds created
+//     since a moment (a charge is created when the buyer pays), each named
+//     by the Checkout Session or PaymentIntent id the shop gave
+//     begin_payment. Set the order id in the metadata of the PaymentIntent
+//     (payment_intent_data.metadata for Checkout) or of the session, so
+//     that the list names the order.
 //
 // Errors: Stripe's rate limit (429, lock_timeout), connection errors and
 // api_error / 5xx are gateway.ErrUnavailable (ask again later);
@@ -351,23 +351,28 @@ func refundAnswer(r *stripeapi.Refund) (gateway.Refund, error) {
 	}
 }
 
-// MaxListed bounds how many charges, and how many Checkout Sessions, one
-// Payments call reads.
+// MaxListed bounds how many charges, refunds and Checkout Sessions one
+// Payments call reads of each.
 const MaxListed = 10000
 
 // sessionLifetime is the longest a Checkout Session stays open: a session
 // paid after a moment was created at most this long before it.
 const sessionLifetime = 24 * time.Hour
 
-// Payments lists the payments Stripe took at or after since, oldest first,
-// at most limit: its succeeded charges created since then (a charge is
-// created when the buyer pays, unlike its PaymentIntent), each named as
-// the shop named it in begin_payment: by its Checkout Session's id when it
-// paid a session (sessions created up to 24 hours before since are read to
-// find them), else by its PaymentIntent's id. The order id is the
-// session's metadata order_id (or client_reference_id), else the
-// PaymentIntent's, else the charge's. A charge fully refunded is
-// PaymentRefunded.
+// Payments lists the transactions Stripe recorded at or after since (to the
+// second: Stripe's times are whole seconds), oldest first by time, then
+// payment id, at most limit (1 to gateway.MaxPaymentsLimit):
+//
+//   - each succeeded charge created since then is a payment (a charge is
+//     created when the buyer pays, unlike its PaymentIntent) at its time;
+//   - each succeeded or pending refund created since then is a refund, of
+//     its amount, at its time.
+//
+// Each is named as the shop named it in begin_payment: by its Checkout
+// Session's id when it paid a session (sessions created up to 24 hours
+// before since are read to find them), else by its PaymentIntent's id. The
+// order id is the session's metadata order_id (or client_reference_id),
+// else the PaymentIntent's metadata order_id, else the charge's.
 func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
 	start := time.Now()
 	ps, err := d.list(ctx, since, limit)
@@ -379,10 +384,12 @@ func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]ga
 }
 
 func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("limit must be positive, got %d: %w", limit, gateway.ErrBadRequest)
+	if limit < 1 || limit > gateway.MaxPaymentsLimit {
+		return nil, fmt.Errorf("limit must be 1 to %d, got %d: %w", gateway.MaxPaymentsLimit, limit, gateway.ErrBadRequest)
 	}
-	cp := &stripeapi.ChargeListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	from := &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}
+
+	cp := &stripeapi.ChargeListParams{CreatedRange: from}
 	cp.Limit = stripeapi.Int64(100)
 	cp.AddExpand("data.payment_intent")
 	var charges []*stripeapi.Charge
@@ -397,9 +404,26 @@ func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gatewa
 			charges = append(charges, c)
 		}
 	}
-	if len(charges) == 0 {
+
+	rp := &stripeapi.RefundListParams{CreatedRange: from}
+	rp.Limit = stripeapi.Int64(100)
+	rp.AddExpand("data.payment_intent")
+	var refunds []*stripeapi.Refund
+	for r, err := range d.client.V1Refunds.List(ctx, rp) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if len(refunds) >= MaxListed {
+			return nil, fmt.Errorf("more than %d refunds since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+		}
+		if r.Status == stripeapi.RefundStatusSucceeded || r.Status == stripeapi.RefundStatusPending {
+			refunds = append(refunds, r)
+		}
+	}
+	if len(charges) == 0 && len(refunds) == 0 {
 		return nil, nil
 	}
+
 	sp := &stripeapi.CheckoutSessionListParams{
 		CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Add(-sessionLifetime).Unix()},
 		Status:       stripeapi.String(string(stripeapi.CheckoutSessionStatusComplete)),
@@ -418,33 +442,49 @@ func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gatewa
 			sessions[cs.PaymentIntent.ID] = cs
 		}
 	}
+	// name names a transaction of PaymentIntent pi (nil for a charge made
+	// without one: fallbackID) as begin_payment did.
+	name := func(pi *stripeapi.PaymentIntent, fallbackID, fallbackOrder string) (paymentID, orderID string) {
+		paymentID, orderID = fallbackID, fallbackOrder
+		if pi == nil || pi.ID == "" {
+			return
+		}
+		paymentID = pi.ID
+		orderID = cmp.Or(pi.Metadata["order_id"], orderID)
+		if cs, ok := sessions[pi.ID]; ok {
+			paymentID = cs.ID
+			orderID = cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID, orderID)
+		}
+		return
+	}
+
 	var out []gateway.Payment
 	for _, c := range charges {
 		amount, currency, err := money(c.ID, c.Amount, c.Currency)
 		if err != nil {
 			return nil, err
 		}
-		p := gateway.Payment{PaymentID: c.ID, OrderID: c.Metadata["order_id"], Amount: amount, Currency: currency,
-			Status: gateway.PaymentPaid, At: time.Unix(c.Created, 0).UTC()}
-		if c.Refunded {
-			p.Status = gateway.PaymentRefunded
+		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentPaid, At: time.Unix(c.Created, 0).UTC()}
+		p.PaymentID, p.OrderID = name(c.PaymentIntent, c.ID, c.Metadata["order_id"])
+		out = append(out, p)
+	}
+	for _, r := range refunds {
+		amount, currency, err := money(r.ID, r.Amount, r.Currency)
+		if err != nil {
+			return nil, err
 		}
-		if pi := c.PaymentIntent; pi != nil && pi.ID != "" {
-			p.PaymentID = pi.ID
-			if o := pi.Metadata["order_id"]; o != "" {
-				p.OrderID = o
-			}
-			if cs, ok := sessions[pi.ID]; ok {
-				p.PaymentID = cs.ID
-				if o := cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID); o != "" {
-					p.OrderID = o
-				}
-			}
+		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentRefunded, At: time.Unix(r.Created, 0).UTC()}
+		fallback := r.ID
+		if r.Charge != nil && r.Charge.ID != "" {
+			fallback = r.Charge.ID
 		}
+		p.PaymentID, p.OrderID = name(r.PaymentIntent, fallback, r.Metadata["order_id"])
 		out = append(out, p)
 	}
 	// Stripe lists newest first.
-	slices.SortStableFunc(out, func(a, b gateway.Payment) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b gateway.Payment) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.PaymentID, b.PaymentID))
+	})
 	if len(out) > limit {
 		out = out[:limit]
 	}

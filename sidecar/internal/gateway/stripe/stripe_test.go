@@ -109,18 +109,22 @@ func TestAgainstStripeMock(t *testing.T) {
 		ps, err := d.Payments(bg, since, 10)
 		require.NoError(t, err)
 		reqs := rec.take()
-		require.Len(t, reqs, 2)
+		require.Len(t, reqs, 3)
 		require.Equal(t, "/v1/charges", reqs[0].Path)
 		require.Equal(t, "1700000000", reqs[0].Form.Get("created[gte]"))
 		require.Equal(t, "data.payment_intent", reqs[0].Form.Get("expand[0]"))
-		require.Equal(t, "/v1/checkout/sessions", reqs[1].Path)
-		require.Equal(t, "1699913600", reqs[1].Form.Get("created[gte]"), "sessions from a day before")
-		require.Equal(t, "complete", reqs[1].Form.Get("status"))
-		// The fixture charge: succeeded, USD 1.00.
-		require.Len(t, ps, 1)
-		require.Equal(t, gateway.PaymentPaid, ps[0].Status)
-		require.Equal(t, gateway.Amount("1.00"), ps[0].Amount)
-		require.Equal(t, gateway.Currency("USD"), ps[0].Currency)
+		require.Equal(t, "/v1/refunds", reqs[1].Path)
+		require.Equal(t, "1700000000", reqs[1].Form.Get("created[gte]"))
+		require.Equal(t, "/v1/checkout/sessions", reqs[2].Path)
+		require.Equal(t, "1699913600", reqs[2].Form.Get("created[gte]"), "sessions from a day before")
+		require.Equal(t, "complete", reqs[2].Form.Get("status"))
+		// The fixtures: a charge that succeeded and a refund that did.
+		var statuses []string
+		for _, p := range ps {
+			statuses = append(statuses, p.Status)
+			require.Equal(t, gateway.Currency("USD"), p.Currency)
+		}
+		require.ElementsMatch(t, []string{gateway.PaymentPaid, gateway.PaymentRefunded}, statuses)
 	})
 
 	t.Run("a key Stripe refuses is a bad request", func(t *testing.T) {
@@ -348,7 +352,7 @@ func TestSearchQueryEscapes(t *testing.T) {
 
 // The list names each payment as the shop named it in begin_payment: a
 // Checkout Session's id for a charge that paid a session, else the
-// PaymentIntent's; oldest first; refunded charges as refunded.
+// PaymentIntent's; oldest first; a refund is a transaction of its own.
 func TestPaymentsList(t *testing.T) {
 	t.Parallel()
 	s, url := newScripted(t)
@@ -359,13 +363,18 @@ func TestPaymentsList(t *testing.T) {
 		{"id": "ch_2", "object": "charge", "status": "failed", "amount": 100, "currency": "eur", "created": 1700000200, "payment_intent": "pi_2"},
 		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 500, "currency": "jpy", "created": 1700000100,
 		 "payment_intent": {"id": "pi_1", "object": "payment_intent", "metadata": {}}}]}`})
+	s.set("GET /v1/refunds", answer{200, `{"object": "list", "has_more": false, "url": "/v1/refunds", "data": [
+		{"id": "re_3", "object": "refund", "status": "succeeded", "amount": 2000, "currency": "kwd", "created": 1700000400,
+		 "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
+		{"id": "re_9", "object": "refund", "status": "failed", "amount": 1, "currency": "eur", "created": 1700000350}]}`})
 	s.set("GET /v1/checkout/sessions", answer{200, `{"object": "list", "has_more": false, "url": "/v1/checkout/sessions", "data": [
 		{"id": "cs_1", "object": "checkout.session", "status": "complete", "payment_intent": "pi_1", "client_reference_id": "C1", "metadata": {}}]}`})
 	ps, err := d.Payments(bg, time.Unix(1700000000, 0), 10)
 	require.NoError(t, err)
 	require.Equal(t, []gateway.Payment{
 		{OrderID: "C1", PaymentID: "cs_1", Amount: "500", Currency: "JPY", Status: gateway.PaymentPaid, At: time.Unix(1700000100, 0).UTC()},
-		{OrderID: "C3", PaymentID: "pi_3", Amount: "5.120", Currency: "KWD", Status: gateway.PaymentRefunded, At: time.Unix(1700000300, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "5.120", Currency: "KWD", Status: gateway.PaymentPaid, At: time.Unix(1700000300, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "2.000", Currency: "KWD", Status: gateway.PaymentRefunded, At: time.Unix(1700000400, 0).UTC()},
 	}, ps)
 
 	ps, err = d.Payments(bg, time.Unix(1700000000, 0), 1)
