@@ -191,8 +191,10 @@ const NoneAsks = 3
 //   - once the expiry the shop gave the gateway (gateway_expire_at) has
 //     passed by the database's clock: the gateway takes no payment after
 //     it; before it, the check snoozes until it passes;
-//   - for an order without one, once the gateway answered at least NoneAsks
-//     times (the job's snoozes count), with the doubling pause between.
+//   - for an order without one, once the job has run at least NoneAsks
+//     times, with the doubling pause between. The job's snoozes count the
+//     runs, so a run that met a down gateway or the rate limit counts too:
+//     after an outage, a single "none" may be enough.
 //
 // Acting on it is safe either way: a cancel is followed by a gateway close,
 // and money that arrives later anyway becomes a late-payment conflict.
