@@ -18,6 +18,10 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
+	if errors.Is(err, errNeedsPerson) {
+		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
+		os.Exit(2)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
 		os.Exit(1)
@@ -34,6 +38,7 @@ Subcommands:
   status       print orders by state, the due backlog, cancel lag and conflicts
   pause        stop every timeout cancel (an incident at the gateway) until resume
   resume       let timeout cancels go on; the backlog drains at once
+  reconcile    reconcile a file of the gateway's transactions (CSV, WeChat Pay bill)
   fakegateway  run a fake payment gateway for tests and demos
   help         print this help
 
@@ -61,6 +66,8 @@ func realMain(ctx context.Context, args []string) error {
 		return pauseCmd(ctx, args, true)
 	case "resume":
 		return pauseCmd(ctx, args, false)
+	case "reconcile":
+		return reconcileCmd(ctx, args, os.Stdout)
 	case "fakegateway":
 		return fakegatewayCmd(ctx, args)
 	case "help":

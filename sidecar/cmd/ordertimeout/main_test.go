@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -173,6 +174,11 @@ func TestGracefulShutdown(t *testing.T) {
 	fake, gw := sidecartest.Fake(t, nil)
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 30000}))
 	sidecartest.CreateMany(t, db, "g", orders, 2, 100*time.Millisecond)
+	// The gateway says each payment failed (a "none" would be asked about
+	// again before a cancel: worker.NoneAsks).
+	for i := 1; i <= orders; i++ {
+		require.NoError(t, fake.Set(t.Context(), fmt.Sprintf("g%d", i), fakegateway.Behaviour{Behaviour: fakegateway.Decline, PaymentID: fmt.Sprintf("p%d", i)}))
+	}
 
 	running := func() int64 {
 		return count(t, db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'")
@@ -240,6 +246,14 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused))
 	require.False(t, paused)
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url}), "gateway URL is required")
+	// The Stripe key is read from the environment variable --stripe-key-env
+	// names, never from a flag.
+	t.Setenv("OT_TEST_NO_STRIPE_KEY", "")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "stripe", "--stripe-key-env", "OT_TEST_NO_STRIPE_KEY"}),
+		"needs Stripe's secret API key in the environment")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "paypal"}), "gateway must be http or stripe")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway-url", "http://127.0.0.1:1", "--gateway-rate", "-1"}),
+		"must not be negative")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
 	for _, cmd := range []string{"run", "status", "pause", "resume", "fakegateway"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)

@@ -31,11 +31,17 @@ func runCmd(ctx context.Context, args []string) error {
 		cfg          sidecar.Config
 		log          config.Logging
 		allowedHosts string
+		stripeKeyEnv string
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.String(&cfg.Name, "name", sidecar.DefaultName(), "this sidecar's name; events it causes record actor \"sidecar:<name>\"")
-	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required), e.g. https://pay.example.com")
+	f.String(&cfg.GatewayDriver, "gateway", gateway.DriverHTTP, "gateway driver: http (the JSON contract at --gateway-url) or stripe (Stripe's API, key from --stripe-key-env)")
+	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http), e.g. https://pay.example.com")
+	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")
+	f.String(&cfg.StripeURL, "stripe-api-url", "", "Stripe API base URL (--gateway stripe; default https://api.stripe.com; stripe-mock for tests)")
+	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, jobs snoozing while they wait")
+	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up)")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
 	f.Int(&cfg.GatewayRetries, "gateway-retries", gateway.DefaultRetries, "retries of a gateway request while the gateway is unavailable (then the job snoozes)")
@@ -75,6 +81,9 @@ func runCmd(ctx context.Context, args []string) error {
 		if h = strings.TrimSpace(h); h != "" {
 			cfg.HTTPAllowedHosts = append(cfg.HTTPAllowedHosts, h)
 		}
+	}
+	if stripeKeyEnv != "" {
+		cfg.StripeKey = os.Getenv(stripeKeyEnv)
 	}
 	logger, err := log.Logger(os.Stderr)
 	if err != nil {

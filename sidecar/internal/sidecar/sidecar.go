@@ -22,6 +22,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/dbclock"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
@@ -83,10 +84,23 @@ type Config struct {
 	// sidecar causes. If empty, "<hostname>-<pid>".
 	Name string
 
+	// GatewayDriver is gateway.DriverHTTP (the JSON contract at
+	// GatewayURL) or gateway.DriverStripe (Stripe's API with StripeKey).
+	// If empty, gateway.DriverHTTP.
+	GatewayDriver  string
 	GatewayURL     string
 	GatewayToken   string
 	GatewayTimeout time.Duration
 	GatewayRetries int
+	// StripeKey is Stripe's secret API key (driver stripe), read from the
+	// environment by the command. StripeURL, if set, replaces Stripe's API
+	// address (stripe-mock in tests).
+	StripeKey string
+	StripeURL string
+	// GatewayRate limits calls to the gateway to this many a second, in
+	// bursts of at most GatewayBurst (0: max(1, ceil(rate))). 0: no limit.
+	GatewayRate  float64
+	GatewayBurst int
 
 	WebhookURL    string
 	WebhookSecret string
@@ -186,8 +200,20 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("database URL is required (--database-url or DATABASE_URL)")
 	}
-	if cfg.GatewayURL == "" {
-		return nil, errors.New("gateway URL is required (--gateway-url)")
+	switch cfg.GatewayDriver {
+	case "", gateway.DriverHTTP:
+		if cfg.GatewayURL == "" {
+			return nil, errors.New("gateway URL is required (--gateway-url)")
+		}
+	case gateway.DriverStripe:
+		if cfg.StripeKey == "" {
+			return nil, errors.New("gateway stripe needs Stripe's secret API key in the environment (--stripe-key-env, default STRIPE_API_KEY)")
+		}
+	default:
+		return nil, fmt.Errorf("gateway must be http or stripe, got %q", cfg.GatewayDriver)
+	}
+	if cfg.GatewayRate < 0 || cfg.GatewayBurst < 0 {
+		return nil, fmt.Errorf("gateway-rate and gateway-burst must not be negative, got %v and %d", cfg.GatewayRate, cfg.GatewayBurst)
 	}
 	if err := checkWebhook(cfg); err != nil {
 		return nil, err
@@ -249,24 +275,67 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	return s, nil
 }
 
+// gateway builds the gateway driver of the configuration, rate-limited
+// when GatewayRate is set.
+func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gateway.Gateway, error) {
+	cfg := s.cfg
+	var gw gateway.Gateway
+	if cfg.GatewayDriver == gateway.DriverStripe {
+		d, err := stripe.New(stripe.Config{Key: cfg.StripeKey, URL: cfg.StripeURL, Timeout: cfg.GatewayTimeout, Retries: cfg.GatewayRetries, Observe: observe})
+		if err != nil {
+			return nil, err
+		}
+		gw = d
+	} else {
+		gw = &gateway.Client{
+			BaseURL: cfg.GatewayURL,
+			Token:   cfg.GatewayToken,
+			Timeout: cfg.GatewayTimeout,
+			Retries: cfg.GatewayRetries,
+			Observe: observe,
+		}
+	}
+	if cfg.GatewayRate == 0 {
+		return gw, nil
+	}
+	l, err := gateway.NewLimited(gw, cfg.GatewayRate, cfg.GatewayBurst)
+	if err != nil {
+		return nil, err
+	}
+	throttled := s.reg.NewCounter("ordertimeout_gateway_throttled_total",
+		"Calls to the payment gateway the rate limit (--gateway-rate) held back, by operation and result: waited (sent after a wait) or snoozed (not sent: the job asks later).",
+		"op", "result")
+	waits := s.reg.NewHistogram("ordertimeout_gateway_throttle_wait_seconds",
+		"How long calls to the payment gateway waited for the rate limit.",
+		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}, "op")
+	l.Observe = func(op string, waited time.Duration, sent bool) {
+		if sent {
+			throttled.Inc(op, "waited")
+		} else {
+			throttled.Inc(op, "snoozed")
+		}
+		if waited > 0 {
+			waits.Observe(waited.Seconds(), op)
+		}
+	}
+	return l, nil
+}
+
 func (s *Sidecar) build() error {
 	cfg, logger, reg := s.cfg, s.logger, s.reg
 
 	gatewayCalls := reg.NewCounter("ordertimeout_gateway_calls_total",
-		"Calls this sidecar made to the payment gateway, by operation (order, close, refund) and result (ok, unavailable, bad_answer).",
+		"Calls this sidecar made to the payment gateway, by operation (order, close, refund, payments) and result (ok, unavailable, bad_answer, bad_request).",
 		"op", "result")
 	gatewaySeconds := reg.NewHistogram("ordertimeout_gateway_call_seconds",
 		"Duration of this sidecar's calls to the payment gateway.",
 		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, "op")
-	gw := &gateway.Client{
-		BaseURL: cfg.GatewayURL,
-		Token:   cfg.GatewayToken,
-		Timeout: cfg.GatewayTimeout,
-		Retries: cfg.GatewayRetries,
-		Observe: func(op, result string, d time.Duration) {
-			gatewayCalls.Inc(op, result)
-			gatewaySeconds.Observe(d.Seconds(), op)
-		},
+	gw, err := s.gateway(func(op, result string, d time.Duration) {
+		gatewayCalls.Inc(op, result)
+		gatewaySeconds.Observe(d.Seconds(), op)
+	})
+	if err != nil {
+		return err
 	}
 
 	jobOutcomes := reg.NewCounter("ordertimeout_jobs_total",
@@ -279,7 +348,7 @@ func (s *Sidecar) build() error {
 		"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
 		"kind")
 	workers := river.NewWorkers()
-	err := worker.Register(workers, &worker.Deps{
+	err = worker.Register(workers, &worker.Deps{
 		Pool:          s.pool,
 		Gateway:       gw,
 		WebhookURL:    cfg.WebhookURL,

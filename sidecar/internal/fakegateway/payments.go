@@ -1,0 +1,128 @@
+package fakegateway
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// DefaultCurrency is the currency the fake lists a payment in when it was
+// made without one (the demo's shop sells in euros).
+const DefaultCurrency gateway.Currency = "EUR"
+
+// defaultPaymentsLimit is the limit of GET /v1/payments without one.
+const defaultPaymentsLimit = 100
+
+// ledger is the fake's records for GET /v1/payments: every payment it took
+// (also silent ones, whose callback never comes) and every refund, once
+// each, stamped with this host's clock (the gateway's), strictly increasing. Its methods run with
+// Server.mu held.
+type ledger struct {
+	entries []gateway.Payment
+	seen    map[[2]string]bool
+}
+
+func (l *ledger) add(p gateway.Payment) {
+	if l.seen == nil {
+		l.seen = map[[2]string]bool{}
+	}
+	k := [2]string{p.PaymentID, p.Status}
+	if l.seen[k] {
+		return
+	}
+	l.seen[k] = true
+	if p.Currency == "" {
+		p.Currency = DefaultCurrency
+	}
+	// Strictly increasing times, so that a client paging from the last at
+	// always moves on.
+	p.At = time.Now().UTC().Truncate(time.Microsecond)
+	if n := len(l.entries); n > 0 && !p.At.After(l.entries[n-1].At) {
+		p.At = l.entries[n-1].At.Add(time.Microsecond)
+	}
+	l.entries = append(l.entries, p)
+}
+
+// paid records the payment of order o. A payment without an amount is not
+// listed: the contract requires one.
+func (l *ledger) paid(orderID string, o *order) {
+	if o.paymentID == "" || o.amount == "" {
+		return
+	}
+	l.add(gateway.Payment{PaymentID: o.paymentID, OrderID: orderID, Amount: o.amount, Currency: o.currency, Status: gateway.PaymentPaid})
+}
+
+// refunded records a refund of the payment req names, of its amount (the
+// payment's when the request has none).
+func (l *ledger) refunded(req gateway.RefundRequest, o *order) {
+	amount, currency := req.Amount, o.currency
+	if amount == "" {
+		amount = o.amount
+	}
+	if amount == "" {
+		return
+	}
+	l.add(gateway.Payment{PaymentID: req.PaymentID, OrderID: req.OrderID, Amount: amount, Currency: currency, Status: gateway.PaymentRefunded})
+}
+
+// Payments returns what GET /v1/payments lists, oldest first.
+func (s *Server) Payments() []gateway.Payment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sortedPayments()
+}
+
+func (s *Server) sortedPayments() []gateway.Payment {
+	out := append([]gateway.Payment(nil), s.ledger.entries...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].PaymentID < out[j].PaymentID
+	})
+	return out
+}
+
+// listPayments serves GET /v1/payments?since=<RFC 3339>&limit=N.
+func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since, err := time.Parse(time.RFC3339Nano, q.Get("since"))
+	if err != nil {
+		http.Error(w, "since must be an RFC 3339 time", http.StatusBadRequest)
+		return
+	}
+	limit := defaultPaymentsLimit
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > gateway.MaxPaymentsLimit {
+			http.Error(w, "limit must be 1 to 1000", http.StatusBadRequest)
+			return
+		}
+	}
+	s.mu.Lock()
+	s.stats.PaymentLists++
+	s.mu.Unlock()
+	if !s.answer(w, r, "") {
+		return
+	}
+	s.mu.Lock()
+	all := s.sortedPayments()
+	s.mu.Unlock()
+	out := struct {
+		Payments []gateway.Payment `json:"payments"`
+		HasMore  bool              `json:"has_more"`
+	}{Payments: []gateway.Payment{}}
+	for _, p := range all {
+		if p.At.Before(since) {
+			continue
+		}
+		if len(out.Payments) == limit {
+			out.HasMore = true
+			break
+		}
+		out.Payments = append(out.Payments, p)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

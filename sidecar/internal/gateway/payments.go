@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Status values of a payment in the gateway's list (GET /v1/payments).
+const (
+	PaymentPaid     = "paid"
+	PaymentRefunded = "refunded"
+)
+
+// MaxPaymentsLimit is the largest limit of a Payments call.
+const MaxPaymentsLimit = 1000
+
+// maxOrderIDLength is the most characters of an order id (the database's
+// limit).
+const maxOrderIDLength = 64
+
+// maxPaymentPages bounds the pages one Payments call follows.
+const maxPaymentPages = 100
+
+// Payment is one transaction in the gateway's records: a payment (Status
+// PaymentPaid, At when it was paid) or its refund (PaymentRefunded, At when
+// it was refunded, Amount the amount refunded).
+type Payment struct {
+	PaymentID string    `json:"payment_id"`
+	OrderID   string    `json:"order_id"`
+	Amount    Amount    `json:"amount"`
+	Currency  Currency  `json:"currency"`
+	Status    string    `json:"status"`
+	At        time.Time `json:"at"`
+}
+
+// paymentsAnswer is the body of GET /v1/payments.
+type paymentsAnswer struct {
+	Payments []json.RawMessage `json:"payments"`
+	HasMore  *bool             `json:"has_more"`
+}
+
+// Payments returns up to limit (1 to MaxPaymentsLimit) transactions the
+// gateway recorded at or after since, oldest first (by At, then PaymentID).
+// It follows the gateway's has_more, so fewer than limit means there are no
+// more for now. Ask again from the last one's At to read on: transactions at
+// exactly that moment come again, and the caller drops those it has (by
+// PaymentID and Status).
+//
+// Every transaction is checked as strictly as the other answers: a payment
+// id and order id the database accepts, an amount in the grammar of
+// ParseAmount, a currency, a status paid or refunded, an RFC 3339 time not
+// before since and not before the one before it. Anything else, and a page
+// without has_more or longer than asked, is ErrBadAnswer.
+func (c *Client) Payments(ctx context.Context, since time.Time, limit int) ([]Payment, error) {
+	if limit < 1 || limit > MaxPaymentsLimit {
+		return nil, fmt.Errorf("list payments: limit must be 1 to %d, got %d: %w", MaxPaymentsLimit, limit, ErrBadRequest)
+	}
+	var out []Payment
+	seen := map[[2]string]bool{}
+	cursor := since
+	for range maxPaymentPages {
+		page, more, err := c.paymentsPage(ctx, cursor, limit)
+		if err != nil {
+			return nil, err
+		}
+		added := 0
+		for _, p := range page {
+			if p.At.Before(since) {
+				return nil, fmt.Errorf("list payments since %s: payment %s at %s is before since: %w",
+					since.Format(time.RFC3339Nano), quote(p.PaymentID), p.At.Format(time.RFC3339Nano), ErrBadAnswer)
+			}
+			k := [2]string{p.PaymentID, p.Status}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, p)
+			added++
+		}
+		if !more || len(out) >= limit {
+			if len(out) > limit {
+				out = out[:limit]
+			}
+			return out, nil
+		}
+		if added == 0 {
+			return nil, fmt.Errorf("list payments since %s: has_more, but the page brings nothing new (more than %d payments at one moment?): %w",
+				cursor.Format(time.RFC3339Nano), limit, ErrBadAnswer)
+		}
+		cursor = page[len(page)-1].At
+	}
+	return nil, fmt.Errorf("list payments since %s: more than %d pages: %w", since.Format(time.RFC3339Nano), maxPaymentPages, ErrBadAnswer)
+}
+
+// paymentsPage asks for one page.
+func (c *Client) paymentsPage(ctx context.Context, since time.Time, limit int) ([]Payment, bool, error) {
+	q := url.Values{}
+	q.Set("since", since.UTC().Format(time.RFC3339Nano))
+	q.Set("limit", strconv.Itoa(limit))
+	var a paymentsAnswer
+	what := "list payments since " + since.UTC().Format(time.RFC3339Nano)
+	if err := c.do(ctx, "payments", http.MethodGet, "/v1/payments?"+q.Encode(), nil, &a); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", what, err)
+	}
+	if a.HasMore == nil {
+		return nil, false, fmt.Errorf("%s: has_more is missing: %w", what, ErrBadAnswer)
+	}
+	if a.Payments == nil {
+		return nil, false, fmt.Errorf("%s: payments is missing: %w", what, ErrBadAnswer)
+	}
+	if len(a.Payments) > limit {
+		return nil, false, fmt.Errorf("%s: %d payments, more than the limit %d: %w", what, len(a.Payments), limit, ErrBadAnswer)
+	}
+	page := make([]Payment, 0, len(a.Payments))
+	for i, raw := range a.Payments {
+		var p Payment
+		if err := decodeAnswer(raw, &p); err != nil {
+			return nil, false, fmt.Errorf("%s: payment %d: %v: %w", what, i, err, ErrBadAnswer)
+		}
+		if err := p.validate(); err != nil {
+			return nil, false, fmt.Errorf("%s: payment %d: %v: %w", what, i, err, ErrBadAnswer)
+		}
+		if i > 0 && p.At.Before(page[i-1].At) {
+			return nil, false, fmt.Errorf("%s: payment %d is older than the one before it: %w", what, i, ErrBadAnswer)
+		}
+		page = append(page, p)
+	}
+	return page, *a.HasMore, nil
+}
+
+func (p *Payment) validate() error {
+	if err := checkID("payment_id", p.PaymentID); err != nil {
+		return err
+	}
+	if p.OrderID == "" {
+		return errors.New("order_id is missing")
+	}
+	if utf8.RuneCountInString(p.OrderID) > maxOrderIDLength {
+		return fmt.Errorf("order_id is longer than %d characters", maxOrderIDLength)
+	}
+	if err := checkID("order_id", p.OrderID); err != nil {
+		return err
+	}
+	if p.Amount == "" {
+		return errors.New("amount is missing")
+	}
+	if p.Currency == "" {
+		return errors.New("currency is missing")
+	}
+	if p.Status != PaymentPaid && p.Status != PaymentRefunded {
+		return fmt.Errorf("unknown status %s", quote(p.Status))
+	}
+	if p.At.IsZero() {
+		return errors.New("at is missing")
+	}
+	// The database keeps microseconds.
+	p.At = p.At.Truncate(time.Microsecond)
+	return nil
+}
