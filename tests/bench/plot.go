@@ -154,3 +154,18 @@ func tickLabel(v, step float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', decimals, 64)
 }
+
+// renderStackedSVG draws the plots one below the other in one SVG.
+func renderStackedSVG(plots []plotConfig) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n",
+		svgWidth, svgHeight*len(plots), svgWidth, svgHeight*len(plots))
+	for i, p := range plots {
+		inner := renderSVG(p)
+		// Place each plot at its offset: an <svg> inside an <svg> takes x and y.
+		inner = bytes.Replace(inner, []byte("<svg "), []byte(fmt.Sprintf(`<svg y="%d" `, i*svgHeight)), 1)
+		b.Write(inner)
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
