@@ -85,7 +85,7 @@ func TestParseFlagsQuick(t *testing.T) {
 	cfg, err := parseFlags([]string{"--quick", "--drain-orders", "7000"})
 	require.NoError(t, err)
 	require.Equal(t, 7000, cfg.drainOrders, "an explicit flag wins over --quick")
-	require.Equal(t, []int{50000}, cfg.backlogRows)
+	require.Equal(t, []int{20000}, cfg.backlogRows)
 	require.Equal(t, 1, cfg.runs)
 
 	_, err = parseFlags([]string{"--scenarios", "drain,nope"})

@@ -24,7 +24,10 @@ type createRun struct {
 	CPUPer1000 float64 `json:"host_cpu_s_per_1000_orders"`
 	OwnCPUS    float64 `json:"own_cpu_s"`
 	OwnPer1000 float64 `json:"own_cpu_s_per_1000_orders"`
-	Invariants string  `json:"invariants"`
+	// WALPerOrder is the server's WAL written during the run per order
+	// (pg_current_wal_insert_lsn before and after; the server runs nothing else).
+	WALPerOrder float64 `json:"wal_bytes_per_order"`
+	Invariants  string  `json:"invariants"`
 }
 
 // createResult is the JSON line of create.
@@ -66,12 +69,13 @@ func (b *bench) runCreate(ctx context.Context) error {
 	label := fmt.Sprintf("create, %d clients, %s", b.cfg.createClients, b.cfg.createDuration)
 	cpu := map[string]float64{}
 	for _, d := range designs {
-		var rates, cpus, owns []float64
+		var rates, cpus, owns, wal []float64
 		inv := "ok"
 		for _, r := range runs[d] {
 			rates = append(rates, r.OrdersPerS)
 			cpus = append(cpus, r.CPUPer1000)
 			owns = append(owns, r.OwnPer1000)
+			wal = append(wal, r.WALPerOrder)
 			if r.Invariants != "ok" {
 				inv = r.Invariants
 			}
@@ -99,7 +103,9 @@ func (b *bench) runCreate(ctx context.Context) error {
 			b.out.add(row{label, "ZSet baseline: orders created/s (order transaction + ZADD)", num(res.Median), n, "", ""})
 		}
 		b.out.add(row{label, map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d] +
-			": CPU s per 1,000 orders, create alone: own processes / host", fmt.Sprintf("%.3f / %.3f", res.OwnPer1000, res.CPUPer1000), n, "", ""})
+			": CPU s per 1,000 orders, create alone: own processes / host", fmt.Sprintf("%.3f / %.3f", res.OwnPer1000, res.CPUPer1000), n, "", ""},
+			row{label, map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d] +
+				": WAL bytes per order (create alone)", num(median(wal)), n, "", ""})
 	}
 	if z := cpu["zset"]; z > 0 {
 		ratio := cpu["ordertimeout"] / z
@@ -130,6 +136,10 @@ func (b *bench) createOnce(ctx context.Context, which string) (createRun, error)
 			return res, err
 		}
 		conns = append(conns, conn)
+	}
+	var walStart string
+	if err := conns[0].QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&walStart); err != nil {
+		return res, fmt.Errorf("read WAL position: %w", err)
 	}
 	cpu := b.startCPU(b.redis.pid())
 	runCtx, cancel := context.WithTimeout(ctx, b.cfg.createDuration)
@@ -163,6 +173,7 @@ func (b *bench) createOnce(ctx context.Context, which string) (createRun, error)
 	}
 	wg.Wait()
 	res.HostCPUS = round2(cpu.stop(b))
+	var walBytes float64
 	res.OwnCPUS = round2(cpu.own())
 	if firstErr != nil {
 		slog.Warn("create_order failed", "errors", res.Errors, "first", firstErr)
@@ -184,6 +195,12 @@ func (b *bench) createOnce(ctx context.Context, which string) (createRun, error)
 	}
 	if first != nil {
 		res.OrdersPerS = round2(perSecond(res.Orders, *first, *last))
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, walStart).Scan(&walBytes); err != nil {
+		return res, fmt.Errorf("read WAL position: %w", err)
+	}
+	if res.Orders > 0 {
+		res.WALPerOrder = round2(walBytes / float64(res.Orders))
 	}
 	res.CPUPer1000 = perThousand(res.HostCPUS, res.Orders)
 	res.OwnPer1000 = perThousand(res.OwnCPUS, res.Orders)

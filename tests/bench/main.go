@@ -170,15 +170,16 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.quick {
 		quick := map[string]string{
 			"runs":                   "1",
-			"drain-orders":           "5000",
-			"backlog-rows":           "50000",
+			"drain-orders":           "2000",
+			"backlog-rows":           "20000",
 			"create-duration":        "3s",
 			"steady-rate":            "200",
-			"steady-duration":        "8s",
+			"steady-duration":        "5s",
+			"steady-settle":          "1s",
 			"steady-conns":           "4",
 			"steady-runs":            "1",
 			"race-orders":            "300",
-			"capacity-rates":         "300",
+			"capacity-rates":         "200",
 			"capacity-duration":      "3s",
 			"capacity-overdue-after": "4s",
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // steadyTarget is WORKLOAD.md's goal for the cancel lag p99, in ms.
@@ -312,6 +313,9 @@ func (b *bench) steadyOnce(ctx context.Context, bin string, p steadyParams) (ste
 	}
 	slog.Info("steady: sidecar running, producing", "rate", p.rate, "duration", p.duration, "log", proc.log)
 
+	if err := warmPool(ctx, pool, 2*cfg.steadyConns+2); err != nil {
+		return res, nil, err
+	}
 	cpu := b.startCPU(proc.cmd.Process.Pid, b.redis.pid())
 	counts, err := b.produce(ctx, &otDesign{pool: pool}, p)
 	if err != nil {
@@ -549,6 +553,28 @@ func (d *otDesign) confirm(ctx context.Context, id, payment string) (bool, error
 	return outcome == "paid", nil
 }
 
+// warmPool opens n connections of pool and pings them, so that the
+// measured window starts with a warm pool, as an application's is.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+		conns = append(conns, c)
+		if err := c.Ping(ctx); err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+	}
+	return nil
+}
+
 // produce creates p.rate orders per second for p.duration through d, from
 // --steady-conns goroutines, and pays a --steady-paid fraction of them:
 // begin at a random moment before expiry, confirm 50-500 ms later. It
@@ -561,26 +587,42 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 	total := int(float64(p.rate) * p.duration.Seconds())
 	queue := make(chan int, p.rate)
 	start := time.Now()
-	deadline := start.Add(p.duration)
+	// A capacity run's producer stops at the end of the duration: what it
+	// could not hand to a connection by then (the queue holds a second's
+	// worth) is not sent.
+	var stopAt <-chan time.Time
+	if p.capacity {
+		stopAt = time.After(p.duration)
+	}
+	var notSent int64
 	go func() {
 		defer close(queue)
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		sent := 0
+		defer func() { notSent = int64(total - sent) }()
 		for sent < total {
 			select {
 			case <-ctx.Done():
+				return
+			case <-stopAt:
 				return
 			case <-tick.C:
 			}
 			due := min(total, int(time.Since(start).Seconds()*float64(p.rate)))
 			for ; sent < due; sent++ {
-				queue <- sent
+				select {
+				case queue <- sent:
+				case <-ctx.Done():
+					return
+				case <-stopAt:
+					return
+				}
 			}
 		}
 	}()
 
-	var createErrors, beginOK, beginRefused, confirmPaid, confirmConflict, notSent atomic.Int64
+	var createErrors, beginOK, beginRefused, confirmPaid, confirmConflict atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
@@ -589,10 +631,6 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 		r := b.newRand(uint64(3000 + c))
 		producers.Go(func() {
 			for i := range queue {
-				if p.capacity && time.Now().After(deadline) {
-					notSent.Add(1)
-					continue
-				}
 				id := "s" + strconv.Itoa(i+1)
 				if err := d.create(ctx, id, drawItems(r), cfg.steadyTimeout); err != nil {
 					createErrors.Add(1)
@@ -645,7 +683,7 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 		beginRefused:    beginRefused.Load(),
 		confirmPaid:     confirmPaid.Load(),
 		confirmConflict: confirmConflict.Load(),
-		notSent:         notSent.Load(),
+		notSent:         notSent,
 		producerDone:    done,
 	}, ctx.Err()
 }

@@ -55,6 +55,12 @@ func (b *bench) zsetSteadyOnce(ctx context.Context, p steadyParams) (steadyResul
 	}()
 	slog.Info("steady: zset scanners running, producing", "rate", p.rate, "duration", p.duration, "instances", cfg.zsetInstances)
 
+	if err := warmPool(ctx, pool, 2*cfg.steadyConns+2); err != nil {
+		return res, nil, err
+	}
+	if err := warmPool(ctx, scanners.pool, cfg.zsetInstances); err != nil {
+		return res, nil, err
+	}
 	cpu := b.startCPU(b.redis.pid())
 	counts, err := b.produce(ctx, &zsetDesign{pool: pool, rdb: rdb}, p)
 	if err != nil {
