@@ -145,3 +145,9 @@ func TestDrawItemsSorted(t *testing.T) {
 		require.Less(t, it[0].sku, it[1].sku, "items come in SKU order, the lock order of both designs")
 	}
 }
+
+func TestMarkers(t *testing.T) {
+	t.Parallel()
+	svg := string(renderSVG(plotConfig{series: []series{{name: "one rate", markers: true, points: []point{{1000, 20}}}}}))
+	require.Equal(t, 1, strings.Count(svg, "<circle"), "a line of one point still shows its marker")
+}

@@ -110,14 +110,14 @@ func (b *bench) runCapacity(ctx context.Context) error {
 	}
 
 	var lag, achieved []series
-	achieved = append(achieved, series{name: "asked"})
+	achieved = append(achieved, series{name: "asked", markers: true})
 	for _, r := range cfg.capacityRates {
 		achieved[0].points = append(achieved[0].points, point{float64(r), float64(r)})
 	}
 	for _, d := range designs {
 		name := map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d]
-		l := series{name: name + ": cancel lag p99"}
-		a := series{name: name + ": created/s achieved"}
+		l := series{name: name + ": cancel lag p99", markers: true}
+		a := series{name: name + ": created/s achieved", markers: true}
 		for _, s := range steps[d] {
 			l.points = append(l.points, point{float64(s.Rate), s.LagMs.P99})
 			a.points = append(a.points, point{float64(s.Rate), s.CreatedPerS})

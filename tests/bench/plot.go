@@ -20,6 +20,7 @@ type series struct {
 	name     string
 	points   []point
 	dots     bool    // draw each point as a dot (otherwise a line through them)
+	markers  bool    // a line with a marker on each point (visible with one point too)
 	barWidth float64 // when > 0, draw each point as a bar this wide centred on x, from 0 to y
 }
 
@@ -111,6 +112,13 @@ func renderSVG(p plotConfig) []byte {
 				fmt.Fprintf(&b, "%.1f,%.1f ", sx(pt.x), sy(pt.y))
 			}
 			b.WriteString(`"/>` + "\n")
+			if s.markers {
+				fmt.Fprintf(&b, `<g fill="%s">`+"\n", color)
+				for _, pt := range s.points {
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5"/>`+"\n", sx(pt.x), sy(pt.y))
+				}
+				b.WriteString("</g>\n")
+			}
 		}
 	}
 
