@@ -291,8 +291,15 @@ func (s *zsetScanners) scan(ctx context.Context, d *zsetDesign, rdb *redis.Clien
 				return
 			}
 			n, err := rdb.ZRem(ctx, zsetKey, id).Result()
-			if err != nil || n != 1 {
-				s.counts.lostRace.Add(1)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.counts.errors.Add(1)
+					s.fail(fmt.Errorf("zrem %s: %w", id, err))
+				}
+				continue
+			}
+			if n != 1 {
+				s.counts.lostRace.Add(1) // another instance owns it
 				continue
 			}
 			s.counts.grabbed.Add(1)
