@@ -85,9 +85,69 @@ func TestParseFlagsQuick(t *testing.T) {
 	cfg, err := parseFlags([]string{"--quick", "--drain-orders", "7000"})
 	require.NoError(t, err)
 	require.Equal(t, 7000, cfg.drainOrders, "an explicit flag wins over --quick")
-	require.Equal(t, []int{50000}, cfg.backlogRows)
+	require.Equal(t, []int{20000}, cfg.backlogRows)
 	require.Equal(t, 1, cfg.runs)
 
 	_, err = parseFlags([]string{"--scenarios", "drain,nope"})
 	require.ErrorContains(t, err, `unknown scenario "nope"`)
+}
+
+func TestParseCPU(t *testing.T) {
+	t.Parallel()
+	got, err := parseCPU("cpu  100 20 30 400 50 6 4 10 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+	require.NoError(t, err)
+	require.InDelta(t, 1.6, got.busy, 1e-9, "user+nice+system+irq+softirq in seconds")
+	require.InDelta(t, 6.2, got.all, 1e-9, "busy+idle+iowait+steal")
+	_, err = parseCPU("intr 1 2 3\n")
+	require.Error(t, err)
+}
+
+func TestStackedSVG(t *testing.T) {
+	t.Parallel()
+	svg := string(renderStackedSVG([]plotConfig{{title: "one"}, {title: "two"}}))
+	require.Equal(t, 3, strings.Count(svg, "<svg "))
+	require.Contains(t, svg, `<svg y="480" `)
+	require.True(t, strings.HasSuffix(svg, "</svg>\n</svg>\n"))
+}
+
+func TestFallsBehind(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags(nil)
+	require.NoError(t, err)
+	b := &bench{cfg: cfg}
+	zero, two := int64(0), int64(2)
+	ok := steadyResult{Asked: 1000, Created: 970, LagMs: lagStats{P99: 100}, OverdueAfter: &zero, Invariants: "ok"}
+	require.Empty(t, b.fallsBehind(ok))
+	slow := ok
+	slow.Created, slow.LagMs.P99, slow.OverdueAfter = 969, 101, &two
+	why := b.fallsBehind(slow)
+	require.Contains(t, why, "created 969 of 1000")
+	require.Contains(t, why, "lag p99 101 ms")
+	require.Contains(t, why, "2 PENDING overdue")
+}
+
+func TestParseFlagsCapacity(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags([]string{"--capacity-rates", "2000,1000"})
+	require.NoError(t, err)
+	require.Equal(t, []int{1000, 2000}, cfg.capacityRates, "rates rise")
+	require.False(t, cfg.fastSettings, "durable settings by default")
+	require.Contains(t, cfg.scenarios, "capacity")
+	_, err = parseFlags([]string{"--capacity-rates", "x"})
+	require.ErrorContains(t, err, "--capacity-rates")
+}
+
+func TestDrawItemsSorted(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		it := drawItems(r)
+		require.Less(t, it[0].sku, it[1].sku, "items come in SKU order, the lock order of both designs")
+	}
+}
+
+func TestMarkers(t *testing.T) {
+	t.Parallel()
+	svg := string(renderSVG(plotConfig{series: []series{{name: "one rate", markers: true, points: []point{{1000, 20}}}}}))
+	require.Equal(t, 1, strings.Count(svg, "<circle"), "a line of one point still shows its marker")
 }

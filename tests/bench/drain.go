@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -81,6 +82,7 @@ func (b *bench) runDrain(ctx context.Context) error {
 		return err
 	}
 	var plot []series
+	ours := map[int]float64{}
 	for _, sessions := range b.cfg.sessions {
 		var runs []drainStats
 		for run := 1; run <= b.cfg.runs; run++ {
@@ -95,6 +97,7 @@ func (b *bench) runDrain(ctx context.Context) error {
 		}
 		res := b.drainSummary(runs, sessions, "drain", 0)
 		b.out.emit(res)
+		ours[sessions] = res.Median
 		label := fmt.Sprintf("drain, %d session(s)", sessions)
 		b.out.add(
 			row{label, "cancellations/s", num(res.Median), fmt.Sprint(len(runs)), "≥ " + num(drainTarget), atLeast(res.Median, drainTarget)},
@@ -115,17 +118,23 @@ func (b *bench) runDrain(ctx context.Context) error {
 	})
 
 	b.out.add(row{"drain data set (loading)", fmt.Sprintf("create_order/s, %d clients", b.cfg.loadClients), num(b.loadRate), "1", "", ""})
+	if b.redis != nil {
+		if err := b.runZsetDrain(ctx, ours); err != nil {
+			return fmt.Errorf("zset baseline: %w", err)
+		}
+		b.out.add(row{"ZSet drain data set (loading)", fmt.Sprintf("ZSet create transactions/s, %d clients", b.cfg.loadClients), num(b.zsetLoad), "1", "", ""})
+	}
 	if !b.cfg.baselines {
 		return nil
 	}
-	ours := 0.0
+	one := 0.0
 	if b.drainEmpty != nil {
-		ours = b.drainEmpty.CancelPerS
+		one = b.drainEmpty.CancelPerS
 	}
-	if err := b.runNaive(ctx, tmpl, ours); err != nil {
+	if err := b.runNaive(ctx, tmpl, one); err != nil {
 		return fmt.Errorf("naive River baseline: %w", err)
 	}
-	if err := b.runPgbench(ctx, tmpl, ours); err != nil {
+	if err := b.runPgbench(ctx, tmpl, one); err != nil {
 		return fmt.Errorf("pgbench baseline: %w", err)
 	}
 	return nil
@@ -286,6 +295,19 @@ func batchSeries(label string, batches []batchSample) []series {
 		}
 	}
 	return out
+}
+
+// writeStackedPlot writes plots one below the other into one SVG of --plot-dir.
+func (b *bench) writeStackedPlot(file string, plots []plotConfig) {
+	if b.cfg.plotDir == "" {
+		return
+	}
+	path := filepath.Join(b.cfg.plotDir, file)
+	if err := os.WriteFile(path, renderStackedSVG(plots), 0o644); err != nil {
+		slog.Warn("could not write plot", "file", path, "err", err)
+		return
+	}
+	slog.Info("wrote plot", "file", path)
 }
 
 // writePlot writes an SVG plot into --plot-dir (nothing without one).

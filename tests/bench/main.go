@@ -79,6 +79,20 @@ type config struct {
 	raceOrders int
 	raceLead   time.Duration
 
+	fastSettings bool
+
+	zset          bool
+	zsetInstances int
+	zsetBatch     int
+	zsetPoll      time.Duration
+	redisServer   string
+
+	capacityRates    []int
+	capacityDuration time.Duration
+	capacityLagP99   time.Duration
+	capacityCreated  float64
+	capacityOverdue  time.Duration
+
 	plotDir string
 	jsonOut string
 	mdOut   string
@@ -86,7 +100,7 @@ type config struct {
 	keep    bool
 }
 
-var allScenarios = []string{"create", "drain", "steady", "race", "backlog"}
+var allScenarios = []string{"create", "drain", "steady", "capacity", "race", "backlog"}
 
 func parseFlags(args []string) (*config, error) {
 	cfg := &config{}
@@ -128,6 +142,17 @@ func parseFlags(args []string) (*config, error) {
 	sidecarArgs := fs.String("sidecar-args", "", "steady: extra arguments after `run`, space-separated")
 	fs.IntVar(&cfg.raceOrders, "race-orders", 2000, "race: orders expiring at the same instant")
 	fs.DurationVar(&cfg.raceLead, "race-begin-lead", 20*time.Millisecond, "race: each begin_payment starts a random 0 to this long before the deadline (0: all at the deadline, when begin_payment is refused)")
+	fs.BoolVar(&cfg.fastSettings, "fast-settings", false, "expect the server to run with fsync, synchronous_commit and full_page_writes off (the default expects them on: production's settings); make bench starts it accordingly")
+	fs.BoolVar(&cfg.zset, "zset", true, "run the Redis sorted-set baseline (the seed's design) next to ordertimeout in create, drain, steady and capacity")
+	fs.IntVar(&cfg.zsetInstances, "zset-instances", 8, "ZSet baseline: scanner instances (each ZRANGEBYSCORE + ZREM grab + cancel transaction)")
+	fs.IntVar(&cfg.zsetBatch, "zset-batch", 100, "ZSet baseline: LIMIT of each ZRANGEBYSCORE")
+	fs.DurationVar(&cfg.zsetPoll, "zset-poll", 100*time.Millisecond, "ZSet baseline: a scanner's sleep when nothing is due")
+	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "ZSet baseline: the redis-server binary, started on a free port of 127.0.0.1 with persistence off (tests/bin/ensure-redis installs it)")
+	capacityRates := fs.String("capacity-rates", "1000,1250,1500,2000,2500,3000", "capacity: the rising rates (orders/s) of the steady workload; a design stops at its first rate it cannot keep up with")
+	fs.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "capacity: how long the producer runs at each rate")
+	fs.DurationVar(&cfg.capacityLagP99, "capacity-lag-p99", 100*time.Millisecond, "capacity: keeps up only with a cancel lag p99 at most this")
+	fs.Float64Var(&cfg.capacityCreated, "capacity-created", 0.97, "capacity: keeps up only when at least this fraction of the asked orders was created")
+	fs.DurationVar(&cfg.capacityOverdue, "capacity-overdue-after", 5*time.Second, "capacity: keeps up only when no PENDING order is past its deadline this long after the producer stops")
 	fs.StringVar(&cfg.plotDir, "plot-dir", ".cache/bench", "where to write the SVG plots (empty: no plots)")
 	fs.StringVar(&cfg.jsonOut, "json-out", "", "also write the JSON lines to this file")
 	fs.StringVar(&cfg.mdOut, "md-out", "", "also write the summary as a markdown table to this file")
@@ -144,15 +169,19 @@ func parseFlags(args []string) (*config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if cfg.quick {
 		quick := map[string]string{
-			"runs":            "1",
-			"drain-orders":    "5000",
-			"backlog-rows":    "50000",
-			"create-duration": "3s",
-			"steady-rate":     "200",
-			"steady-duration": "8s",
-			"steady-conns":    "4",
-			"steady-runs":     "1",
-			"race-orders":     "300",
+			"runs":                   "1",
+			"drain-orders":           "2000",
+			"backlog-rows":           "20000",
+			"create-duration":        "3s",
+			"steady-rate":            "200",
+			"steady-duration":        "5s",
+			"steady-settle":          "1s",
+			"steady-conns":           "4",
+			"steady-runs":            "1",
+			"race-orders":            "300",
+			"capacity-rates":         "200",
+			"capacity-duration":      "3s",
+			"capacity-overdue-after": "4s",
 		}
 		for name, value := range quick {
 			if set[name] {
@@ -177,6 +206,10 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.backlogRows, err = parseInts("backlog-rows", *backlog); err != nil {
 		return nil, err
 	}
+	if cfg.capacityRates, err = parseInts("capacity-rates", *capacityRates); err != nil {
+		return nil, err
+	}
+	slices.Sort(cfg.capacityRates)
 	cfg.sidecarArgs = strings.Fields(*sidecarArgs)
 	switch {
 	case cfg.runs < 1 || cfg.longRuns < 1:
@@ -187,6 +220,10 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("--drain-orders and --race-orders must be at least 1")
 	case cfg.createClients < 1 || cfg.loadClients < 1 || cfg.pgbenchClients < 1 || cfg.steadyConns < 1 || cfg.steadyRuns < 1 || cfg.naiveWorkers < 1:
 		return nil, errors.New("client, connection and worker counts must be at least 1")
+	case cfg.zsetInstances < 1 || cfg.zsetBatch < 1 || cfg.zsetPoll <= 0:
+		return nil, errors.New("--zset-instances and --zset-batch must be at least 1, --zset-poll more than 0")
+	case cfg.capacityDuration <= 0 || cfg.capacityCreated <= 0 || cfg.capacityCreated > 1:
+		return nil, errors.New("--capacity-duration must be more than 0 and --capacity-created in (0, 1]")
 	case cfg.steadyRate < 1 || cfg.steadyPaid < 0 || cfg.steadyPaid > 1:
 		return nil, errors.New("--steady-rate must be at least 1 and --steady-paid between 0 and 1")
 	}
@@ -225,11 +262,43 @@ func realMain(ctx context.Context, args []string) error {
 	b := &bench{cfg: cfg, srv: srv, out: out}
 
 	start := time.Now()
-	b.serverInfo = srv.describe(ctx)
+	info, settings, err := srv.describe(ctx)
+	if err != nil {
+		return err
+	}
+	want, wantName := durableSettings, "durable"
+	if cfg.fastSettings {
+		want, wantName = fastSettings, "fast"
+	}
+	if settings != want {
+		return fmt.Errorf("the server runs with %s, not the %s settings (%s) this run asks for: "+
+			"start it with them (make bench does: WITHPG_OPTS='-c fsync=%s -c synchronous_commit=%s -c full_page_writes=%s' tests/bin/withpg ...) "+
+			"or pass --fast-settings for fsync, synchronous_commit and full_page_writes off",
+			settings, wantName, want, want.Fsync, want.SynchronousCommit, want.FullPageWrites)
+	}
+	b.serverInfo = info
+	b.postmaster = srv.postmaster(ctx)
+	b.settings = wantName + " (" + settings.String() + ")"
+	out.settings = wantName
 	slog.Info("preparing the template database", "server", b.serverInfo)
 	if err := b.prepareBase(ctx); err != nil {
 		return err
 	}
+	if cfg.zset && slices.ContainsFunc(cfg.scenarios, func(s string) bool {
+		return s == "create" || s == "drain" || s == "steady" || s == "capacity"
+	}) {
+		r, err := startRedis(ctx, cfg.redisServer)
+		if err != nil {
+			b.zsetSkipped = "no Redis: " + err.Error()
+			slog.Warn("the ZSet baseline is skipped", "why", b.zsetSkipped)
+			out.add(row{"ZSet baseline", "skipped", "", "", "", b.zsetSkipped})
+		} else {
+			b.redis = r
+			defer r.stop()
+			slog.Info("redis-server running", "addr", r.addr, "version", r.version)
+		}
+	}
+
 	var failed []string
 	for _, name := range cfg.scenarios {
 		slog.Info("scenario", "name", name)
@@ -244,6 +313,8 @@ func realMain(ctx context.Context, args []string) error {
 			err = b.runSteady(ctx)
 		case "race":
 			err = b.runRace(ctx)
+		case "capacity":
+			err = b.runCapacity(ctx)
 		case "backlog":
 			err = b.runBacklog(ctx)
 		}
@@ -279,9 +350,16 @@ type bench struct {
 	out *report
 
 	serverInfo string // version and durability settings of the server
+	settings   string // "durable (fsync=on, ...)" or "fast (...)"
+	postmaster int    // the server's postmaster pid when it runs on this host, else 0
 
 	base  string // migrated template: stock and settings, no orders
 	drain string // template with the drain data set (made on first use)
+
+	redis       *redisServer // nil when the ZSet baseline does not run
+	zsetSkipped string       // why not, when it was wanted
+	zsetDrain   string       // template with the ZSet drain data set (made on first use)
+	zsetLoad    float64      // the ZSet create rate while its drain data set was made
 
 	// loadRate is create_order's rate (orders/s, 4 clients) while the drain
 	// data set was created.

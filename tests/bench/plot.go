@@ -20,6 +20,7 @@ type series struct {
 	name     string
 	points   []point
 	dots     bool    // draw each point as a dot (otherwise a line through them)
+	markers  bool    // a line with a marker on each point (visible with one point too)
 	barWidth float64 // when > 0, draw each point as a bar this wide centred on x, from 0 to y
 }
 
@@ -111,6 +112,13 @@ func renderSVG(p plotConfig) []byte {
 				fmt.Fprintf(&b, "%.1f,%.1f ", sx(pt.x), sy(pt.y))
 			}
 			b.WriteString(`"/>` + "\n")
+			if s.markers {
+				fmt.Fprintf(&b, `<g fill="%s">`+"\n", color)
+				for _, pt := range s.points {
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5"/>`+"\n", sx(pt.x), sy(pt.y))
+				}
+				b.WriteString("</g>\n")
+			}
 		}
 	}
 
@@ -153,4 +161,19 @@ func tickLabel(v, step float64) string {
 		return num(v)
 	}
 	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
+// renderStackedSVG draws the plots one below the other in one SVG.
+func renderStackedSVG(plots []plotConfig) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n",
+		svgWidth, svgHeight*len(plots), svgWidth, svgHeight*len(plots))
+	for i, p := range plots {
+		inner := renderSVG(p)
+		// Place each plot at its offset: an <svg> inside an <svg> takes x and y.
+		inner = bytes.Replace(inner, []byte("<svg "), []byte(fmt.Sprintf(`<svg y="%d" `, i*svgHeight)), 1)
+		b.Write(inner)
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
 }

@@ -22,6 +22,7 @@ type report struct {
 	checked  int
 	violated bool
 	loadAvg  []string // /proc/loadavg at the start of each scenario and at the end
+	settings string   // "durable" or "fast": added to every JSON line
 }
 
 // row is one line of the summary table.
@@ -62,6 +63,10 @@ func (r *report) emit(v any) {
 		slog.Error("encode result", "err", err)
 		return
 	}
+	// Every line says which server settings it was measured with.
+	if r.settings != "" && len(line) > 2 && line[0] == '{' {
+		line = append([]byte(`{"settings":"`+r.settings+`",`), line[1:]...)
+	}
 	fmt.Println(string(line))
 	if r.json != nil {
 		fmt.Fprintln(r.json, string(line))
@@ -101,6 +106,7 @@ func (r *report) header(b *bench, took time.Duration) []string {
 		inv = fmt.Sprintf("invariants: VIOLATED (%d databases checked; see stderr)", r.checked)
 	}
 	return []string{
+		"settings: " + b.settings,
 		fmt.Sprintf("%d CPUs, %s; %s; took %s", runtime.NumCPU(), b.serverInfo, b.sizes(), took.Round(time.Second)),
 		"load average (1/5/15 min) at each scenario start: " + strings.Join(r.loadAvg, "; "),
 		inv,

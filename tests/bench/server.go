@@ -82,23 +82,59 @@ func (s *server) exec(ctx context.Context, sql string) error {
 	return err
 }
 
-// describe returns the server version and its durability settings, for the
-// report.
-func (s *server) describe(ctx context.Context) string {
+// durability is the server's fsync, synchronous_commit and full_page_writes.
+type durability struct {
+	Fsync, SynchronousCommit, FullPageWrites string
+}
+
+// durableSettings and fastSettings are the two settings the benchmark runs
+// with: production's (the default) and --fast-settings.
+var (
+	durableSettings = durability{"on", "on", "on"}
+	fastSettings    = durability{"off", "off", "off"}
+)
+
+func (d durability) String() string {
+	return fmt.Sprintf("fsync=%s, synchronous_commit=%s, full_page_writes=%s", d.Fsync, d.SynchronousCommit, d.FullPageWrites)
+}
+
+// describe returns the server version and its settings, for the report.
+func (s *server) describe(ctx context.Context) (string, durability, error) {
 	conn, err := pgx.Connect(ctx, s.url)
 	if err != nil {
-		return "unknown: " + err.Error()
+		return "", durability{}, fmt.Errorf("connect to DATABASE_URL: %w", err)
 	}
 	defer conn.Close(context.Background())
-	var version, fsync, syncCommit, sharedBuffers string
+	var version, sharedBuffers string
+	var d durability
 	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
-		current_setting('synchronous_commit'), current_setting('shared_buffers')`).
-		Scan(&version, &fsync, &syncCommit, &sharedBuffers)
+		current_setting('synchronous_commit'), current_setting('full_page_writes'), current_setting('shared_buffers')`).
+		Scan(&version, &d.Fsync, &d.SynchronousCommit, &d.FullPageWrites, &sharedBuffers)
 	if err != nil {
-		return "unknown: " + err.Error()
+		return "", durability{}, fmt.Errorf("read server settings: %w", err)
 	}
-	return fmt.Sprintf("PostgreSQL %s, fsync=%s, synchronous_commit=%s, shared_buffers=%s",
-		version, fsync, syncCommit, sharedBuffers)
+	return fmt.Sprintf("PostgreSQL %s, %s, shared_buffers=%s", version, d, sharedBuffers), d, nil
+}
+
+// postmaster returns the pid of the server's postmaster when the server runs
+// on this host (the parent of this connection's backend), else 0.
+func (s *server) postmaster(ctx context.Context) int {
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.Background())
+	var pid int
+	var dir string
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), current_setting('data_directory')`).Scan(&pid, &dir); err != nil {
+		return 0
+	}
+	// The pid is this host's only if /proc/<pid>/cwd is the server's data
+	// directory (a remote server's pid may exist here as another process).
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || cwd != dir {
+		return 0
+	}
+	return ppid(pid)
 }
 
 // create creates database name, a copy of template when template is not

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,9 +26,12 @@ const steadyTarget = 100
 // steadyResult is the JSON line of steady.
 type steadyResult struct {
 	Scenario        string           `json:"scenario"`
+	Design          string           `json:"design"`
 	Skipped         string           `json:"skipped,omitempty"`
 	Run             int              `json:"run"`
 	Rate            int              `json:"rate"`
+	Asked           int              `json:"asked"`
+	NotSent         int64            `json:"not_sent,omitempty"`
 	Conns           int              `json:"conns"`
 	DurationS       float64          `json:"duration_s"`
 	TimeoutS        float64          `json:"timeout_s"`
@@ -48,7 +52,14 @@ type steadyResult struct {
 	GatewayCalls    int64            `json:"gateway_calls"`
 	SidecarPeakRSS  int64            `json:"sidecar_peak_rss_kb"`
 	SidecarCPUS     float64          `json:"sidecar_cpu_s"`
-	SidecarArgs     []string         `json:"sidecar_args"`
+	SidecarArgs     []string         `json:"sidecar_args,omitempty"`
+	HostCPUS        float64          `json:"host_cpu_s"`
+	CPUPer1000      float64          `json:"host_cpu_s_per_1000_orders"`
+	CPUWindowS      float64          `json:"cpu_window_s"`
+	OwnCPUS         float64          `json:"own_cpu_s"`
+	OwnPer1000      float64          `json:"own_cpu_s_per_1000_orders"`
+	OverdueAfter    *int64           `json:"overdue_pending_after_stop,omitempty"`
+	Zset            map[string]int64 `json:"zset_scanners,omitempty"`
 	Invariants      string           `json:"invariants"`
 	MeasuredBy      string           `json:"measured_by"`
 }
@@ -56,7 +67,8 @@ type steadyResult struct {
 // runSteady: a producer creates orders at --steady-rate for --steady-duration
 // with a --steady-timeout timeout; a --steady-paid fraction gets a payment
 // (begin_payment at a random moment before expiry, confirm_payment 50-500 ms
-// later); the sidecar runs throughout as a separate process.
+// later); the sidecar runs throughout as a separate process. The ZSet
+// baseline runs the same workload, its runs alternating with ordertimeout's.
 func (b *bench) runSteady(ctx context.Context) error {
 	bin, err := b.sidecarBinary(ctx)
 	if err != nil {
@@ -66,10 +78,11 @@ func (b *bench) runSteady(ctx context.Context) error {
 		b.out.add(row{"steady", "skipped", "no sidecar", "", "", err.Error()})
 		return nil
 	}
+	p := b.steadyParams()
 	var plotLag, plotHist []series
-	var runs []steadyResult
+	var runs, zruns []steadyResult
 	for run := 1; run <= b.cfg.steadyRuns; run++ {
-		res, lags, err := b.steadyOnce(ctx, bin)
+		res, lags, err := b.steadyOnce(ctx, bin, p)
 		if err != nil {
 			return err
 		}
@@ -80,40 +93,36 @@ func (b *bench) runSteady(ctx context.Context) error {
 		if run == 1 {
 			plotLag, plotHist = lagSeries(lags), lagHistogram(lags)
 		}
-	}
-	// The summary: the median of each figure over the runs.
-	pick := func(f func(steadyResult) float64) float64 {
-		var v []float64
-		for _, r := range runs {
-			v = append(v, f(r))
+		if b.redis == nil {
+			continue
 		}
-		return round2(median(v))
+		zres, zlags, err := b.zsetSteadyOnce(ctx, p)
+		if err != nil {
+			return fmt.Errorf("zset baseline: %w", err)
+		}
+		zres.Run = run
+		b.out.emit(zres)
+		zruns = append(zruns, zres)
+		if run == 1 {
+			for _, s := range lagSeries(zlags)[1:] {
+				s.name = "ZSet baseline: " + s.name
+				plotLag = append(plotLag, s)
+			}
+		}
 	}
-	var p99s []string
-	for _, r := range runs {
-		p99s = append(p99s, fmt.Sprintf("%.1f", r.LagMs.P99))
-	}
-	created := pick(func(r steadyResult) float64 { return r.CreatedPerS })
-	lag := lagStats{
-		P50: pick(func(r steadyResult) float64 { return r.LagMs.P50 }),
-		P90: pick(func(r steadyResult) float64 { return r.LagMs.P90 }),
-		P99: pick(func(r steadyResult) float64 { return r.LagMs.P99 }),
-		Max: pick(func(r steadyResult) float64 { return r.LagMs.Max }),
-	}
-	b.out.emit(steadyMedian{Scenario: "steady_median", Runs: len(runs), CreatedPerS: created, LagMs: lag,
-		MeasuredBy: "median over the runs of each run's figure"})
-	n := fmt.Sprint(len(runs))
-	last := runs[len(runs)-1]
 	label := fmt.Sprintf("steady, %d orders/s, %s timeout, %s, %d conns", b.cfg.steadyRate, b.cfg.steadyTimeout, b.cfg.steadyDuration, b.cfg.steadyConns)
-	b.out.add(
-		row{label, "created/s achieved", num(created), n, "≈ " + num(float64(b.cfg.steadyRate)), atLeast(created, 0.95*float64(b.cfg.steadyRate))},
-		row{label, "cancel lag p50 / p90 / p99 / max (ms)", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f",
-			lag.P50, lag.P90, lag.P99, lag.Max), n, "p99 ≤ 100 ms", atMost(lag.P99, steadyTarget)},
-		row{label, "cancel lag p99 of each run (ms)", strings.Join(p99s, ", "), n, "", ""},
-		row{label, "paid / cancelled / conflicts (last run)", fmt.Sprintf("%d / %d / %d", last.Paid, last.Cancelled, last.Conflicts), "1", "", ""},
-		row{label, "sidecar peak RSS / CPU", fmt.Sprintf("%.1f MB / %.1f s", pick(func(r steadyResult) float64 { return float64(r.SidecarPeakRSS) / 1024 }),
-			pick(func(r steadyResult) float64 { return r.SidecarCPUS })), n, "", ""},
-	)
+	ours := b.steadyRows(label, "ordertimeout", runs, true)
+	if len(zruns) > 0 {
+		theirs := b.steadyRows(label, "ZSet baseline", zruns, false)
+		if ours.LagMs.P99 > 0 {
+			ratio := round2(theirs.LagMs.P99 / ours.LagMs.P99)
+			b.out.add(row{label, "cancel lag p99: ZSet / ordertimeout", fmt.Sprintf("%.1f×", ratio), fmt.Sprint(len(runs)), "≥ 5×", atLeast(ratio, 5)})
+		}
+		if theirs.OwnPer1000 > 0 {
+			b.out.add(row{label, "CPU per order, whole lifecycle (own processes): ordertimeout / ZSet",
+				fmt.Sprintf("%.2f×", ours.OwnPer1000/theirs.OwnPer1000), fmt.Sprint(len(runs)), "", ""})
+		}
+	}
 	b.writePlot("steady_lag_time.svg", plotConfig{
 		title: fmt.Sprintf("steady: cancel lag (cancelled_at - cancel_at) over time, %d orders/s, %s timeout",
 			b.cfg.steadyRate, b.cfg.steadyTimeout),
@@ -130,12 +139,75 @@ func (b *bench) runSteady(ctx context.Context) error {
 	return nil
 }
 
+// steadyRows emits the median line of one design's steady runs and adds its
+// rows to the summary; target says whether WORKLOAD's targets apply.
+func (b *bench) steadyRows(label, design string, runs []steadyResult, target bool) steadyMedian {
+	pick := func(f func(steadyResult) float64) float64 {
+		var v []float64
+		for _, r := range runs {
+			v = append(v, f(r))
+		}
+		return round2(median(v))
+	}
+	var p99s []string
+	for _, r := range runs {
+		p99s = append(p99s, fmt.Sprintf("%.1f", r.LagMs.P99))
+	}
+	m := steadyMedian{Scenario: "steady_median", Design: runs[0].Design, Runs: len(runs),
+		CreatedPerS: pick(func(r steadyResult) float64 { return r.CreatedPerS }),
+		LagMs: lagStats{
+			P50: pick(func(r steadyResult) float64 { return r.LagMs.P50 }),
+			P90: pick(func(r steadyResult) float64 { return r.LagMs.P90 }),
+			P99: pick(func(r steadyResult) float64 { return r.LagMs.P99 }),
+			Max: pick(func(r steadyResult) float64 { return r.LagMs.Max }),
+		},
+		CPUPer1000: round3(median(func() []float64 {
+			var v []float64
+			for _, r := range runs {
+				v = append(v, r.CPUPer1000)
+			}
+			return v
+		}())),
+		OwnPer1000: round3(median(func() []float64 {
+			var v []float64
+			for _, r := range runs {
+				v = append(v, r.OwnPer1000)
+			}
+			return v
+		}())),
+		MeasuredBy: "median over the runs of each run's figure"}
+	b.out.emit(m)
+	n := fmt.Sprint(len(runs))
+	last := runs[len(runs)-1]
+	createdTarget, createdVerdict, lagTarget, lagVerdict := "", "", "", ""
+	if target {
+		createdTarget, createdVerdict = "≈ "+num(float64(b.cfg.steadyRate)), atLeast(m.CreatedPerS, 0.95*float64(b.cfg.steadyRate))
+		lagTarget, lagVerdict = "p99 ≤ 100 ms", atMost(m.LagMs.P99, steadyTarget)
+	}
+	b.out.add(
+		row{label, design + ": created/s achieved", num(m.CreatedPerS), n, createdTarget, createdVerdict},
+		row{label, design + ": cancel lag p50 / p90 / p99 / max (ms)", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f",
+			m.LagMs.P50, m.LagMs.P90, m.LagMs.P99, m.LagMs.Max), n, lagTarget, lagVerdict},
+		row{label, design + ": cancel lag p99 of each run (ms)", strings.Join(p99s, ", "), n, "", ""},
+		row{label, design + ": paid / cancelled / conflicts (last run)", fmt.Sprintf("%d / %d / %d", last.Paid, last.Cancelled, last.Conflicts), "1", "", ""},
+		row{label, design + ": CPU s per 1,000 orders, whole lifecycle: own processes / host", fmt.Sprintf("%.3f / %.3f", m.OwnPer1000, m.CPUPer1000), n, "", ""},
+	)
+	if design == "ordertimeout" {
+		b.out.add(row{label, "sidecar peak RSS / CPU", fmt.Sprintf("%.1f MB / %.1f s", pick(func(r steadyResult) float64 { return float64(r.SidecarPeakRSS) / 1024 }),
+			pick(func(r steadyResult) float64 { return r.SidecarCPUS })), n, "", ""})
+	}
+	return m
+}
+
 // steadyMedian is the JSON line summing up the steady runs.
 type steadyMedian struct {
 	Scenario    string   `json:"scenario"`
+	Design      string   `json:"design"`
 	Runs        int      `json:"runs"`
 	CreatedPerS float64  `json:"created_per_s"`
 	LagMs       lagStats `json:"cancel_lag_ms"`
+	CPUPer1000  float64  `json:"host_cpu_s_per_1000_orders"`
+	OwnPer1000  float64  `json:"own_cpu_s_per_1000_orders"`
 	MeasuredBy  string   `json:"measured_by"`
 }
 
@@ -152,20 +224,53 @@ type lagStats struct {
 // order was created) and how late it came (ms).
 type lagSample struct{ due, lagMs float64 }
 
-func (b *bench) steadyOnce(ctx context.Context, bin string) (steadyResult, []lagSample, error) {
+// steadyParams is one steady run: its rate and duration; capacity runs stop
+// the producer at the end of the duration (what it could not send by then
+// is not created) and count the overdue PENDING orders
+// --capacity-overdue-after the producer stopped.
+type steadyParams struct {
+	rate     int
+	duration time.Duration
+	capacity bool
+}
+
+func (b *bench) steadyParams() steadyParams {
+	return steadyParams{rate: b.cfg.steadyRate, duration: b.cfg.steadyDuration}
+}
+
+// newSteadyResult fills what both designs report alike.
+func (b *bench) newSteadyResult(design string, p steadyParams) steadyResult {
 	cfg := b.cfg
-	res := steadyResult{
-		Scenario:     "steady",
-		Rate:         cfg.steadyRate,
+	scenario := "steady"
+	if p.capacity {
+		scenario = "capacity_step"
+	}
+	return steadyResult{
+		Scenario:     scenario,
+		Design:       design,
+		Rate:         p.rate,
+		Asked:        int(float64(p.rate) * p.duration.Seconds()),
 		Conns:        cfg.steadyConns,
-		DurationS:    cfg.steadyDuration.Seconds(),
+		DurationS:    p.duration.Seconds(),
 		TimeoutS:     cfg.steadyTimeout.Seconds(),
 		PaidFraction: cfg.steadyPaid,
 		Status:       map[string]int64{},
-		MeasuredBy: "created_per_s = count / (max - min) of orders.created_at; cancel lag = events.lateness " +
-			"(cancelled_at - cancel_at) of the CANCELLED events of cause timeout or sweep; peak RSS = VmHWM " +
-			"of /proc/<sidecar pid>/status read just before SIGTERM",
 	}
+}
+
+// hostCPUBy says how the host CPU figures are measured.
+const hostCPUBy = "host_cpu_s = busy time (user+nice+system+irq+softirq) of /proc/stat's cpu line from just " +
+	"before the producer starts to the end of the settle wait, every process of the machine included; " +
+	"per 1,000 orders = host_cpu_s / created * 1000; own_cpu_s = the same window's CPU of this run's processes only " +
+	"(PostgreSQL's postmaster and children, the benchmark process with the producer, payments and ZSet scanners, " +
+	"the sidecar, redis-server), from /proc/<pid>/stat"
+
+func (b *bench) steadyOnce(ctx context.Context, bin string, p steadyParams) (steadyResult, []lagSample, error) {
+	cfg := b.cfg
+	res := b.newSteadyResult("ordertimeout", p)
+	res.MeasuredBy = "created_per_s = count / (max - min) of orders.created_at; cancel lag = events.lateness " +
+		"(cancelled_at - cancel_at) of the CANCELLED events of cause timeout or sweep; peak RSS = VmHWM " +
+		"of /proc/<sidecar pid>/status read just before SIGTERM; " + hostCPUBy
 	name, err := b.srv.clone(ctx, b.base, "steady")
 	if err != nil {
 		return res, nil, err
@@ -206,29 +311,28 @@ func (b *bench) steadyOnce(ctx context.Context, bin string) (steadyResult, []lag
 	if err := waitSidecarReady(ctx, pool, proc); err != nil {
 		return res, nil, err
 	}
-	slog.Info("steady: sidecar running, producing", "rate", cfg.steadyRate, "duration", cfg.steadyDuration, "log", proc.log)
+	slog.Info("steady: sidecar running, producing", "rate", p.rate, "duration", p.duration, "log", proc.log)
 
-	counts, err := b.produce(ctx, pool)
+	if err := warmPool(ctx, pool, 2*cfg.steadyConns+2); err != nil {
+		return res, nil, err
+	}
+	cpu := b.startCPU(proc.cmd.Process.Pid, b.redis.pid())
+	counts, err := b.produce(ctx, &otDesign{pool: pool}, p)
 	if err != nil {
 		return res, nil, err
 	}
-	res.CreateErrors, res.BeginOK, res.BeginRefused = counts.createErrors, counts.beginOK, counts.beginRefused
-	res.ConfirmPaid, res.ConfirmConflict = counts.confirmPaid, counts.confirmConflict
+	counts.fill(&res)
 
 	// Let the sidecar cancel the last orders.
-	var lastDue time.Time
-	if err := pool.QueryRow(ctx, `SELECT coalesce(max(cancel_at), clock_timestamp()) FROM ordertimeout.orders`).Scan(&lastDue); err != nil {
-		return res, nil, err
-	}
-	now, err := dbNow(ctx, pool)
+	res.OverdueAfter, err = b.afterProduce(ctx, pool, counts, p,
+		`SELECT count(*) FROM ordertimeout.orders WHERE status = 'PENDING' AND cancel_at < clock_timestamp()`,
+		`SELECT coalesce(max(cancel_at), clock_timestamp()) FROM ordertimeout.orders`)
 	if err != nil {
 		return res, nil, err
 	}
-	select {
-	case <-ctx.Done():
-		return res, nil, ctx.Err()
-	case <-time.After(lastDue.Sub(now) + cfg.steadySettle):
-	}
+	res.HostCPUS = round2(cpu.stop(b))
+	res.OwnCPUS = round2(cpu.own())
+	res.CPUWindowS = round2(cpu.end.all - cpu.start.all)
 	select {
 	case <-proc.exited:
 		return res, nil, fmt.Errorf("sidecar exited during the run: %v (log %s)", proc.err, proc.log)
@@ -250,6 +354,8 @@ func (b *bench) steadyOnce(ctx context.Context, bin string) (steadyResult, []lag
 		return res, nil, errors.New("steady: no order was created")
 	}
 	res.CreatedPerS = round2(perSecond(res.Created, *first, *last))
+	res.CPUPer1000 = perThousand(res.HostCPUS, res.Created)
+	res.OwnPer1000 = perThousand(res.OwnCPUS, res.Created)
 	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM ordertimeout.orders GROUP BY status`)
 	if err != nil {
 		return res, nil, err
@@ -283,22 +389,61 @@ func (b *bench) steadyOnce(ctx context.Context, bin string) (steadyResult, []lag
 	if _, err := pgx.ForEachRow(rows, []any{&s.due, &s.lagMs}, func() error { lags = append(lags, s); return nil }); err != nil {
 		return res, nil, err
 	}
+	res.LagMs = lagStatsOf(lags)
+	res.Invariants, err = b.checkDatabase(ctx, name, name+" ("+res.Scenario+")", cfg.maxOverdue)
+	slog.Info(res.Scenario, "design", res.Design, "rate", p.rate, "created_per_s", int(res.CreatedPerS), "lag_ms", res.LagMs, "paid", res.Paid,
+		"cancelled", res.Cancelled, "conflicts", res.Conflicts, "own_cpu_s_per_1000", res.OwnPer1000, "invariants", res.Invariants)
+	return res, lags, err
+}
+
+// lagStatsOf summarizes lags.
+func lagStatsOf(lags []lagSample) lagStats {
 	ms := make([]float64, len(lags))
 	for i, l := range lags {
 		ms[i] = l.lagMs
 	}
 	slices.Sort(ms)
-	res.LagMs = lagStats{
+	return lagStats{
 		Count: len(ms),
 		P50:   round2(percentileSorted(ms, 50)),
 		P90:   round2(percentileSorted(ms, 90)),
 		P99:   round2(percentileSorted(ms, 99)),
 		Max:   round2(percentileSorted(ms, 100)),
 	}
-	res.Invariants, err = b.checkDatabase(ctx, name, name+" (steady)", cfg.maxOverdue)
-	slog.Info("steady", "created_per_s", int(res.CreatedPerS), "lag_ms", res.LagMs, "paid", res.Paid,
-		"cancelled", res.Cancelled, "conflicts", res.Conflicts, "invariants", res.Invariants)
-	return res, lags, err
+}
+
+// afterProduce waits until every order is due and settled: for a capacity
+// run it first counts, --capacity-overdue-after the producer stopped, the
+// PENDING orders past their deadline (overdueSQL); then it waits until the
+// last deadline (lastDueSQL) plus --steady-settle.
+func (b *bench) afterProduce(ctx context.Context, q querier, counts produced, p steadyParams, overdueSQL, lastDueSQL string) (*int64, error) {
+	var overdue *int64
+	if p.capacity {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Until(counts.producerDone.Add(b.cfg.capacityOverdue))):
+		}
+		var n int64
+		if err := q.QueryRow(ctx, overdueSQL).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count overdue orders: %w", err)
+		}
+		overdue = &n
+	}
+	var lastDue time.Time
+	if err := q.QueryRow(ctx, lastDueSQL).Scan(&lastDue); err != nil {
+		return nil, err
+	}
+	now, err := dbNow(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(lastDue.Sub(now) + b.cfg.steadySettle):
+	}
+	return overdue, nil
 }
 
 // lagSeries is the lag of every cancel over time, plus per-second p50 and p99
@@ -353,34 +498,126 @@ func lagHistogram(lags []lagSample) []series {
 
 // produced counts the calls of the producer and of the payments.
 type produced struct {
-	createErrors, beginOK, beginRefused, confirmPaid, confirmConflict int64
+	createErrors, beginOK, beginRefused, confirmPaid, confirmConflict, notSent int64
+	producerDone                                                               time.Time
 }
 
-// produce creates --steady-rate orders per second for --steady-duration on
-// pool and pays a --steady-paid fraction of them: begin_payment at a random
-// moment before expiry, confirm_payment 50-500 ms later. It returns once every
-// payment is done.
-func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, error) {
+func (c produced) fill(res *steadyResult) {
+	res.CreateErrors, res.BeginOK, res.BeginRefused = c.createErrors, c.beginOK, c.beginRefused
+	res.ConfirmPaid, res.ConfirmConflict, res.NotSent = c.confirmPaid, c.confirmConflict, c.notSent
+}
+
+// design is the application side of one design: create an order, begin and
+// confirm its payment.
+type design interface {
+	create(ctx context.Context, id string, it [2]orderItem, timeout time.Duration) error
+	// begin returns false when the design refused the payment (the order
+	// was no longer open).
+	begin(ctx context.Context, id, payment string) (bool, error)
+	// confirm returns true when the order became PAID.
+	confirm(ctx context.Context, id, payment string) (bool, error)
+}
+
+// otDesign is ordertimeout's SQL API.
+type otDesign struct{ pool otDB }
+
+// otDB is what a pool and a connection have in common for the API calls.
+type otDB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (d *otDesign) create(ctx context.Context, id string, it [2]orderItem, timeout time.Duration) error {
+	if _, err := d.pool.Exec(ctx, `SELECT FROM ordertimeout.create_order($1, $2::jsonb, $3::interval)`,
+		id, itemsJSON(it), timeout); err != nil {
+		return fmt.Errorf("create_order %s: %w", id, err)
+	}
+	return nil
+}
+
+func (d *otDesign) begin(ctx context.Context, id, payment string) (bool, error) {
+	if _, err := d.pool.Exec(ctx, `SELECT FROM ordertimeout.begin_payment($1, $2)`, id, payment); err != nil {
+		if pgCode(err) != "" {
+			return false, nil
+		}
+		return false, fmt.Errorf("begin_payment %s: %w", id, err)
+	}
+	return true, nil
+}
+
+func (d *otDesign) confirm(ctx context.Context, id, payment string) (bool, error) {
+	var outcome string
+	if err := d.pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2)`, id, payment).Scan(&outcome); err != nil {
+		return false, fmt.Errorf("confirm_payment %s: %w", id, err)
+	}
+	return outcome == "paid", nil
+}
+
+// warmPool opens n connections of pool and pings them, so that the
+// measured window starts with a warm pool, as an application's is.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+		conns = append(conns, c)
+		if err := c.Ping(ctx); err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+	}
+	return nil
+}
+
+// produce creates p.rate orders per second for p.duration through d, from
+// --steady-conns goroutines, and pays a --steady-paid fraction of them:
+// begin at a random moment before expiry, confirm 50-500 ms later. It
+// returns once every payment is done. A capacity run stops creating at the
+// end of p.duration: orders not sent by then are counted as not sent.
+func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced, error) {
 	cfg := b.cfg
 	// The producer: the number of orders due by now grows at the rate; the
 	// connections take them from a queue.
-	total := int(float64(cfg.steadyRate) * cfg.steadyDuration.Seconds())
-	queue := make(chan int, cfg.steadyRate)
+	total := int(float64(p.rate) * p.duration.Seconds())
+	queue := make(chan int, p.rate)
+	start := time.Now()
+	// A capacity run's producer stops at the end of the duration: what it
+	// could not hand to a connection by then (the queue holds a second's
+	// worth) is not sent.
+	var stopAt <-chan time.Time
+	if p.capacity {
+		stopAt = time.After(p.duration)
+	}
+	var notSent int64
 	go func() {
 		defer close(queue)
-		start := time.Now()
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		sent := 0
+		defer func() { notSent = int64(total - sent) }()
 		for sent < total {
 			select {
 			case <-ctx.Done():
 				return
+			case <-stopAt:
+				return
 			case <-tick.C:
 			}
-			due := min(total, int(time.Since(start).Seconds()*float64(cfg.steadyRate)))
+			due := min(total, int(time.Since(start).Seconds()*float64(p.rate)))
 			for ; sent < due; sent++ {
-				queue <- sent
+				select {
+				case queue <- sent:
+				case <-ctx.Done():
+					return
+				case <-stopAt:
+					return
+				}
 			}
 		}
 	}()
@@ -395,10 +632,9 @@ func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, erro
 		producers.Go(func() {
 			for i := range queue {
 				id := "s" + strconv.Itoa(i+1)
-				if _, err := pool.Exec(ctx, `SELECT FROM ordertimeout.create_order($1, $2::jsonb, $3::interval)`,
-					id, items(r), cfg.steadyTimeout); err != nil {
+				if err := d.create(ctx, id, drawItems(r), cfg.steadyTimeout); err != nil {
 					createErrors.Add(1)
-					fail(fmt.Errorf("create_order %s: %w", id, err))
+					fail(err)
 					continue
 				}
 				if r.Float64() >= cfg.steadyPaid {
@@ -409,10 +645,11 @@ func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, erro
 				payments.Add(1)
 				time.AfterFunc(begin, func() {
 					payment := "p" + id
-					if _, err := pool.Exec(ctx, `SELECT FROM ordertimeout.begin_payment($1, $2)`, id, payment); err != nil {
-						if pgCode(err) == "" {
-							fail(fmt.Errorf("begin_payment %s: %w", id, err))
-						}
+					ok, err := d.begin(ctx, id, payment)
+					if err != nil {
+						fail(err)
+					}
+					if !ok {
 						beginRefused.Add(1)
 						payments.Done()
 						return
@@ -420,14 +657,13 @@ func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, erro
 					beginOK.Add(1)
 					time.AfterFunc(confirm, func() {
 						defer payments.Done()
-						var outcome string
-						if err := pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2)`, id, payment).Scan(&outcome); err != nil {
-							fail(fmt.Errorf("confirm_payment %s: %w", id, err))
-							return
-						}
-						if outcome == "paid" {
+						paid, err := d.confirm(ctx, id, payment)
+						switch {
+						case err != nil:
+							fail(err)
+						case paid:
 							confirmPaid.Add(1)
-						} else {
+						default:
 							confirmConflict.Add(1)
 						}
 					})
@@ -436,6 +672,7 @@ func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, erro
 		})
 	}
 	producers.Wait()
+	done := time.Now()
 	payments.Wait()
 	if firstErr != nil {
 		slog.Warn("steady: calls failed", "first", firstErr)
@@ -446,5 +683,7 @@ func (b *bench) produce(ctx context.Context, pool *pgxpool.Pool) (produced, erro
 		beginRefused:    beginRefused.Load(),
 		confirmPaid:     confirmPaid.Load(),
 		confirmConflict: confirmConflict.Load(),
+		notSent:         notSent,
+		producerDone:    done,
 	}, ctx.Err()
 }
