@@ -2,6 +2,7 @@
 -- any table privilege to use the API. Nothing is executable by PUBLIC.
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ordertimeout FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA ordertimeout FROM PUBLIC;
 REVOKE ALL ON SCHEMA ordertimeout FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
@@ -34,6 +35,15 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.reconcile_watermark(text),
     ordertimeout.open_conflicts(integer),
     ordertimeout.close_cancelled(interval, integer)
+TO ordertimeout_sidecar, ordertimeout_admin;
+
+-- Retention, and the sweeper for pg_cron without the sidecar (a procedure:
+-- it runs with its caller's rights and calls sweep_due and next_due).
+GRANT EXECUTE ON FUNCTION
+    ordertimeout.purge_orders(interval, integer, interval)
+TO ordertimeout_sidecar, ordertimeout_admin;
+GRANT EXECUTE ON PROCEDURE
+    ordertimeout.run_sweeper(integer, interval, interval)
 TO ordertimeout_sidecar, ordertimeout_admin;
 
 GRANT SELECT ON

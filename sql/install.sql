@@ -15,6 +15,7 @@
 \ir ledger.sql
 \ir types.sql
 \ir views.sql
+\ir retention.sql
 \ir ../plpgsql/private.sql
 \ir ../plpgsql/payment_methods.sql
 \ir ../plpgsql/release.sql
@@ -26,4 +27,6 @@
 \ir ../plpgsql/reconcile.sql
 \ir ../plpgsql/admin.sql
 \ir ../plpgsql/reading.sql
+\ir ../plpgsql/purge.sql
+\ir ../plpgsql/cron.sql
 \ir grants.sql

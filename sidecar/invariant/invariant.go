@@ -1,11 +1,14 @@
 // Package invariant checks the money-safety invariants of ordertimeout
 // (docs/design.md) against a live database: no order both paid and cancelled,
 // every reservation released exactly once when its order is cancelled, stock,
-// points and coupons conserved, and optionally no PENDING order left past its
-// deadline.
+// points and coupons conserved, optionally no PENDING order left past its
+// deadline, money exact (an order paid only by its own amount and currency,
+// no NaN or infinite amounts), every conflict resolved at most once (a
+// refunded payment never pays its order), and no CLOSED order with an open
+// conflict.
 //
-// The race and fault tests, the benchmark, the demo and the soak test call
-// Check after (or while) they run:
+// The race, fault and model tests, the benchmark, the demo and the soak test
+// call Check after (or while) they run:
 //
 //	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals})
 //	if err != nil { ... }
@@ -44,6 +47,21 @@ const (
 	// NoOverduePending: no PENDING order is past its cancel_at by more than
 	// Options.Slack. Checked only when Slack is set.
 	NoOverduePending = "no_overdue_pending"
+	// MoneyExact: a PAID order's confirmed payment is of the order's amount
+	// and currency, when the order has them (a payment confirmed without an
+	// amount is let through only when its event records it as unverified);
+	// no order, payment or conflict has an amount that is NaN, infinite,
+	// negative or 10^15 or more.
+	MoneyExact = "money_exact"
+	// ResolvedOnce: a conflict's state and resolution agree; a resolved
+	// conflict has exactly one resolution event and an unresolved one none;
+	// a conflict claimed for a refund ends refunded (or is still refunding);
+	// a payment refunded, or claimed for a refund, is never the payment that
+	// pays its order, and a refunded payment's conflict is resolved refunded.
+	ResolvedOnce = "resolved_once"
+	// ClosedSettled: no CLOSED order has an unresolved (open or refunding)
+	// conflict.
+	ClosedSettled = "closed_settled"
 )
 
 // maxDetail is how many offending rows a Result keeps per invariant.
@@ -114,6 +132,7 @@ func Check(ctx context.Context, db DB, opts Options) (Report, error) {
 	if opts.Slack > 0 {
 		names = append(names, NoOverduePending)
 	}
+	names = append(names, MoneyExact, ResolvedOnce, ClosedSettled)
 	report := Report{Results: make([]Result, 0, len(names))}
 	for _, name := range names {
 		detail := found[name]
@@ -366,6 +385,80 @@ WHERE $3::bigint > 0
   AND o.status = 'PENDING'
   AND o.cancel_at < statement_timestamp() - $3::bigint * interval '1 microsecond'
 ORDER BY o.cancel_at, o.order_id`},
+
+	// 6. Money is exact. (NaN compares equal to NaN and above every number in
+	// PostgreSQL: the upper bound is what catches it.)
+	{MoneyExact, `
+SELECT format('order %s of %s %s is %s by payment %s of %s %s', o.order_id, o.amount, coalesce(o.currency, ''), o.status,
+              p.payment_id, coalesce(p.amount::text, 'no amount (not recorded as unverified)'), coalesce(p.currency, ''))
+FROM ordertimeout.orders AS o
+JOIN ordertimeout.payments AS p ON p.order_id = o.order_id AND p.status = 'confirmed'
+WHERE o.status IN ('PAID', 'REFUNDED')
+  AND ((o.amount IS NOT NULL
+        AND p.amount IS DISTINCT FROM o.amount
+        AND NOT (p.amount IS NULL
+                 AND EXISTS (SELECT 1
+                               FROM ordertimeout.events AS e
+                              WHERE e.order_id = o.order_id
+                                AND e.to_status = 'PAID'
+                                AND e.cause = 'payment'
+                                AND e.detail ->> 'payment_id' = p.payment_id
+                                AND e.detail -> 'unverified' = 'true'::jsonb)))
+       OR (o.currency IS NOT NULL AND p.currency IS DISTINCT FROM o.currency))
+ORDER BY o.order_id`},
+	{MoneyExact, `
+SELECT format('%s has amount %s', a.what, a.amount)
+FROM (SELECT 'order ' || o.order_id, o.amount FROM ordertimeout.orders AS o WHERE o.amount IS NOT NULL
+      UNION ALL
+      SELECT format('payment %s of order %s', p.payment_id, p.order_id), p.amount
+        FROM ordertimeout.payments AS p WHERE p.amount IS NOT NULL
+      UNION ALL
+      SELECT format('conflict %s of order %s', c.conflict_id, c.order_id), c.amount
+        FROM ordertimeout.conflicts AS c WHERE c.amount IS NOT NULL) AS a(what, amount)
+WHERE NOT (a.amount >= 0 AND a.amount < 1000000000000000)
+ORDER BY a.what`},
+
+	// 7. Every conflict ends in at most one resolution; a refund that started
+	// is the one that finishes.
+	{ResolvedOnce, `
+SELECT format('conflict %s (%s on order %s) is %s with resolution %s%s and %s resolution event(s)%s',
+              c.conflict_id, c.kind, c.order_id, c.state, coalesce(c.resolution, 'none'),
+              CASE WHEN c.refund_started_at IS NOT NULL THEN ', claimed for a refund' ELSE '' END,
+              e.resolutions, CASE WHEN e.claims > 1 THEN format(', %s refund claims', e.claims) ELSE '' END)
+FROM ordertimeout.conflicts AS c
+CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE e.detail ->> 'resolution' IN ('reinstated', 'refunded', 'manual')) AS resolutions,
+                           count(*) FILTER (WHERE e.detail ->> 'resolution' = 'refunding') AS claims
+                      FROM ordertimeout.events AS e
+                     WHERE e.order_id = c.order_id
+                       AND e.cause = 'conflict'
+                       AND e.detail -> 'conflict_id' = to_jsonb(c.conflict_id)) AS e
+WHERE c.state IS DISTINCT FROM 'open' AND c.state IS DISTINCT FROM 'refunding' AND c.state IS DISTINCT FROM 'resolved'
+   OR (c.state = 'resolved') <> (c.resolution IS NOT NULL)
+   OR (c.state = 'refunding') AND c.refund_started_at IS NULL
+   OR c.refund_started_at IS NOT NULL AND c.state <> 'refunding' AND c.resolution IS DISTINCT FROM 'refunded'
+   OR e.resolutions <> CASE WHEN c.resolution IS NULL THEN 0 ELSE 1 END
+   OR e.claims > 1
+ORDER BY c.conflict_id`},
+	{ResolvedOnce, `
+SELECT format('payment %s of order %s (%s) is %s, but conflict %s %s', p.payment_id, o.order_id, o.status, p.status,
+              c.conflict_id,
+              CASE WHEN p.status = 'confirmed' THEN 'was claimed for a refund (' || c.state || ' ' || coalesce(c.resolution, '') || ')'
+                   ELSE 'is ' || c.state || ' ' || coalesce(c.resolution, '') END)
+FROM ordertimeout.conflicts AS c
+JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
+JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
+WHERE (p.status = 'confirmed' AND (c.refund_started_at IS NOT NULL OR c.resolution = 'refunded' OR c.refund_id IS NOT NULL))
+   OR (p.status = 'refunded') <> (c.resolution IS NOT DISTINCT FROM 'refunded')
+ORDER BY c.conflict_id`},
+
+	// 8. No CLOSED order has an open conflict.
+	{ClosedSettled, `
+SELECT format('order %s is CLOSED with conflict %s (%s, payment %s) %s', o.order_id, c.conflict_id, c.kind, c.payment_id, c.state)
+FROM ordertimeout.orders AS o
+JOIN ordertimeout.conflicts AS c ON c.order_id = o.order_id
+WHERE o.status = 'CLOSED'
+  AND c.resolution IS NULL
+ORDER BY o.order_id, c.conflict_id`},
 }
 
 // checkSQL runs every probe in one statement (one snapshot), each limited to

@@ -26,10 +26,12 @@ var (
 var stockTotals = map[string]int64{"A": 100, "B": 50, "C": 10}
 
 // seed fills db with orders in every state the API can reach: pending,
-// paying, paid (with and without begin_payment), cancelled by request and by
-// timeout, closed, a late payment refunded, a late payment reinstated, a
-// wrong amount then the right one, and a double payment, with coupons and
-// points on some of them.
+// paying, paid (with and without begin_payment, with an amount and without
+// one: unverified), cancelled by request and by timeout, closed, a late
+// payment refunded, one being refunded, one left open, one of the wrong
+// amount, a late payment reinstated, a closed order reopened by a late
+// payment, a wrong amount then the right one, and a double payment, with
+// coupons and points on some of them.
 func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
 	exec := func(sql string, args ...any) {
@@ -54,7 +56,11 @@ func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 
 	create("o-closed", `[{"sku":"C","qty":2}]`, `{}`)
 	exec(`SELECT ordertimeout.cancel_order('o-closed')`)
+	// Closed, then paid late: back to CANCELLED with an open conflict.
+	create("o-reopened", `[{"sku":"B","qty":1}]`, `{}`)
+	exec(`SELECT ordertimeout.cancel_order('o-reopened')`)
 	exec(`SELECT ordertimeout.close_cancelled('0', 100)`)
+	exec(`SELECT ordertimeout.confirm_payment('o-reopened', 'p-reopened')`)
 
 	create("o-pending", `[{"sku":"A","qty":2},{"sku":"B","qty":1}]`,
 		`{"coupon":"C-pending","points_account":"acct-1","points":100}`)
@@ -79,8 +85,24 @@ func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	exec(`SELECT ordertimeout.confirm_payment('o-late-refund', 'p-late-refund')`)
 	exec(`SELECT ordertimeout.resolve_conflict(c.conflict_id, 'refund')
 	        FROM ordertimeout.conflicts AS c WHERE c.payment_id = 'p-late-refund'`)
-	exec(`SELECT ordertimeout.finish_refund(c.conflict_id, 'R-late')
+	exec(`SELECT ordertimeout.finish_refund(c.conflict_id, 'r-late-refund')
 	        FROM ordertimeout.conflicts AS c WHERE c.payment_id = 'p-late-refund'`)
+
+	// Claimed for a refund the gateway has not confirmed yet.
+	create("o-refunding", `[{"sku":"C","qty":1}]`, `{"amount":7,"currency":"EUR"}`)
+	exec(`SELECT ordertimeout.cancel_order('o-refunding')`)
+	exec(`SELECT ordertimeout.confirm_payment('o-refunding', 'p-refunding', 7, 'EUR')`)
+	exec(`SELECT ordertimeout.resolve_conflict(c.conflict_id, 'refund')
+	        FROM ordertimeout.conflicts AS c WHERE c.payment_id = 'p-refunding'`)
+
+	// Late and of the wrong currency: an amount mismatch, left open.
+	create("o-late-open", `[{"sku":"A","qty":1}]`, `{"amount":5,"currency":"EUR"}`)
+	exec(`SELECT ordertimeout.cancel_order('o-late-open')`)
+	exec(`SELECT ordertimeout.confirm_payment('o-late-open', 'p-late-open', 5, 'USD')`)
+
+	// Paid by an app caller that did not give the amount: unverified.
+	create("o-unverified", `[{"sku":"A","qty":1}]`, `{"amount":3.5,"currency":"EUR"}`)
+	exec(`SELECT ordertimeout.confirm_payment('o-unverified', 'p-unverified')`)
 
 	create("o-reinstated", `[{"sku":"A","qty":2},{"sku":"C","qty":1}]`,
 		`{"coupon":"C-reinstated","points_account":"acct-2","points":20}`)
@@ -115,7 +137,7 @@ func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	require.NoError(t, db.QueryRow(ctx, `
 		SELECT string_agg(status || '=' || n, ' ' ORDER BY status)
 		FROM (SELECT status, count(*) AS n FROM ordertimeout.orders GROUP BY status) AS s`).Scan(&counts))
-	require.Equal(t, "CANCELLED=3 CLOSED=1 PAID=5 PAYING=1 PENDING=1", counts)
+	require.Equal(t, "CANCELLED=6 CLOSED=1 PAID=6 PAYING=1 PENDING=1", counts)
 }
 
 func TestCheckClean(t *testing.T) {
@@ -134,14 +156,15 @@ func TestCheckClean(t *testing.T) {
 	report, err = invariant.Check(ctx, db, invariant.Options{StockTotals: stockTotals, Slack: time.Minute})
 	require.NoError(t, err)
 	require.True(t, report.OK(), report.String())
-	require.Equal(t, "ok       paid_xor_cancelled\nok       released_once\nok       conserved\nok       no_overdue_pending\n",
+	require.Equal(t, "ok       paid_xor_cancelled\nok       released_once\nok       conserved\nok       no_overdue_pending\n"+
+		"ok       money_exact\nok       resolved_once\nok       closed_settled\n",
 		report.String())
 
-	// Without totals and slack: three invariants, the stock identities only.
+	// Without totals and slack: six invariants, the stock identities only.
 	report, err = invariant.Check(ctx, db, invariant.Options{})
 	require.NoError(t, err)
 	require.True(t, report.OK(), report.String())
-	require.Len(t, report.Results, 3)
+	require.Len(t, report.Results, 6)
 	_, found := report.Result(invariant.NoOverduePending)
 	require.False(t, found)
 
@@ -241,11 +264,70 @@ func TestCheckCorrupted(t *testing.T) {
 		violated: []string{invariant.PaidXorCancelled},
 		mention:  "payment p-late-refund of order o-late-refund is refunded but has no conflict row",
 	}, {
-		name:     "payment confirmed on a cancelled order",
-		corrupt:  `UPDATE ordertimeout.payments SET status = 'confirmed' WHERE payment_id = 'p-late-refund'`,
-		opts:     withTotals,
-		violated: []string{invariant.PaidXorCancelled},
+		name:    "payment confirmed on a cancelled order",
+		corrupt: `UPDATE ordertimeout.payments SET status = 'confirmed' WHERE payment_id = 'p-late-refund'`,
+		opts:    withTotals,
+		// and the refunded payment is no longer refunded
+		violated: []string{invariant.PaidXorCancelled, invariant.ResolvedOnce},
 		mention:  "payment p-late-refund is confirmed on order o-late-refund, which is CANCELLED",
+	}, {
+		name:     "paid by another amount",
+		corrupt:  `UPDATE ordertimeout.payments SET amount = 12.49 WHERE payment_id = 'p-paid'`,
+		opts:     withTotals,
+		violated: []string{invariant.MoneyExact},
+		mention:  "order o-paid of 12.5 EUR is PAID by payment p-paid of 12.49 EUR",
+	}, {
+		name:     "paid in another currency",
+		corrupt:  `UPDATE ordertimeout.payments SET currency = 'USD' WHERE payment_id = 'p-paid'`,
+		opts:     withTotals,
+		violated: []string{invariant.MoneyExact},
+		mention:  "by payment p-paid of 12.5 USD",
+	}, {
+		name:     "paid without an amount, not recorded as unverified",
+		corrupt:  `UPDATE ordertimeout.events SET detail = detail - 'unverified' WHERE order_id = 'o-unverified'`,
+		opts:     withTotals,
+		violated: []string{invariant.MoneyExact},
+		mention:  "order o-unverified of 3.5 EUR is PAID by payment p-unverified of no amount",
+	}, {
+		name: "NaN amount once the constraint is gone",
+		corrupt: `ALTER TABLE ordertimeout.payments DROP CONSTRAINT payments_amount_finite;
+		          UPDATE ordertimeout.payments SET amount = 'NaN' WHERE payment_id = 'p-mismatch-1'`,
+		opts:     withTotals,
+		violated: []string{invariant.MoneyExact},
+		mention:  "payment p-mismatch-1 of order o-mismatch has amount NaN",
+	}, {
+		name: "a reinstated payment refunded too",
+		corrupt: `ALTER TABLE ordertimeout.conflicts DROP CONSTRAINT conflicts_refund_started_ends_refunded;
+		          UPDATE ordertimeout.conflicts SET refund_started_at = now() WHERE payment_id = 'p-reinstated'`,
+		opts:     withTotals,
+		violated: []string{invariant.ResolvedOnce},
+		mention:  "is resolved with resolution reinstated, claimed for a refund",
+	}, {
+		name: "resolved twice",
+		corrupt: `INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
+		          SELECT e.order_id, e.from_status, e.to_status, e.cause, e.actor, e.at,
+		                 jsonb_set(e.detail, '{resolution}', '"manual"')
+		            FROM ordertimeout.events AS e
+		           WHERE e.order_id = 'o-late-refund' AND e.detail ->> 'resolution' = 'refunded'`,
+		opts:     withTotals,
+		violated: []string{invariant.ResolvedOnce},
+		mention:  "and 2 resolution event(s)",
+	}, {
+		name: "refunded payment of a conflict resolved otherwise",
+		corrupt: `ALTER TABLE ordertimeout.conflicts DROP CONSTRAINT conflicts_refund_started_ends_refunded;
+		          UPDATE ordertimeout.conflicts SET resolution = 'manual' WHERE payment_id = 'p-late-refund';
+		          UPDATE ordertimeout.events SET detail = jsonb_set(detail, '{resolution}', '"manual"')
+		           WHERE order_id = 'o-late-refund' AND detail ->> 'resolution' = 'refunded'`,
+		opts: withTotals,
+		// claimed for a refund and resolved manual: both probes of the invariant
+		violated: []string{invariant.ResolvedOnce},
+		mention:  "claimed for a refund",
+	}, {
+		name:     "closed with an open conflict",
+		corrupt:  `UPDATE ordertimeout.orders SET status = 'CLOSED', closed_at = now() WHERE order_id = 'o-late-open'`,
+		opts:     withTotals,
+		violated: []string{invariant.ClosedSettled},
+		mention:  "order o-late-open is CLOSED with conflict",
 	}, {
 		name: "pending order overdue",
 		corrupt: `UPDATE ordertimeout.orders

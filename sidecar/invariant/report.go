@@ -4,8 +4,8 @@ import "strings"
 
 // Result is the outcome of checking one invariant.
 type Result struct {
-	// Name is one of PaidXorCancelled, ReleasedOnce, Conserved and
-	// NoOverduePending.
+	// Name is one of PaidXorCancelled, ReleasedOnce, Conserved,
+	// NoOverduePending, MoneyExact, ResolvedOnce and ClosedSettled.
 	Name string
 	// OK is true when nothing violates the invariant.
 	OK bool

@@ -92,8 +92,8 @@ func TestModel(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			defer conn.Close(context.Background())
-			s := &session{m: m, id: i, conn: conn, rand: rand.New(rand.NewPCG(seed, uint64(1000+i)))}
+			s := &session{m: m, id: i, url: url, conn: conn, rand: rand.New(rand.NewPCG(seed, uint64(1000+i)))}
+			defer s.close()
 			errs[i] = s.run(ctx, deadline)
 		})
 	}
@@ -107,8 +107,8 @@ func TestModel(t *testing.T) {
 	// and the gateway checks run until nothing is left to do.
 	conn, err := connect(ctx, url, -1)
 	require.NoError(t, err, "seed %d", seed)
-	defer conn.Close(context.Background())
-	drainer := &session{m: m, id: -1, conn: conn, rand: rand.New(rand.NewPCG(seed, 999))}
+	drainer := &session{m: m, id: -1, url: url, conn: conn, rand: rand.New(rand.NewPCG(seed, 999))}
+	defer drainer.close()
 	drainStart := time.Now()
 	require.NoError(t, drainer.drain(ctx), "seed %d: drain", seed)
 	t.Logf("model: drained in %v", time.Since(drainStart).Round(time.Millisecond))

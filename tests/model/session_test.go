@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 )
 
 // item is one entry of create_order's items.
@@ -27,14 +29,15 @@ type item struct {
 // index only, so that a replay creates the same orders whatever the
 // interleaving.
 type spec struct {
-	ID      string
-	Items   []item
-	Timeout time.Duration
-	Options map[string]any
-	Amount  string // options.amount, "" when there is none
-	Coupon  string
-	Account string
-	Points  int64
+	ID       string
+	Items    []item
+	Timeout  time.Duration
+	Options  map[string]any
+	Amount   string // options.amount, "" when there is none
+	Currency string // options.currency, given with every amount
+	Coupon   string
+	Account  string
+	Points   int64
 	// PayAfter and CancelAfter: how long after its creation the buyer of
 	// this order may confirm a payment or cancel (-1: never). Some orders
 	// are paid around their deadline (racing their timeout), some long
@@ -88,8 +91,9 @@ func newSpec(seed uint64, i int) spec {
 	}
 	if r.IntN(10) < 3 {
 		sp.Amount = fmt.Sprintf("%d.%02d", 1+r.IntN(200), r.IntN(100))
+		sp.Currency = []string{"EUR", "EUR", "USD", "JPY"}[r.IntN(4)]
 		sp.Options["amount"] = json.Number(sp.Amount)
-		sp.Options["currency"] = "EUR"
+		sp.Options["currency"] = sp.Currency
 	}
 	switch r.IntN(10) {
 	case 0:
@@ -150,14 +154,18 @@ type call struct {
 	Op         string
 	Order      string
 	Payment    string
-	Arg        string // cancel's reason, resolve's resolution, confirm's amount, check's action
+	Arg        string // cancel's reason, resolve's resolution, confirm's amount, check's action, finish's refund id
+	Currency   string // confirm: the payment's currency ("" for none: the order's)
 	Conflict   int64
 	Start, End time.Time
 	Result     string // the answer, as text
 	Created    bool   // create: the created column
 	N          [5]int // sweep: claimed, cancelled, caught_by_sweep, checks, moot; close: closed
 	Code       string // the SQLSTATE when the call failed
-	Repeat     bool   // begin: a payment id begun before; confirm: the amount differs from the order's
+	Repeat     bool   // begin: a payment id begun before
+	Wrong      bool   // confirm: the amount or the currency differs from the order's
+	Poison     bool   // confirm, create: an amount or currency that must be refused (OT126, OT128, OT114)
+	Fault      string // finish: "rollback" or "die" when its transaction never committed
 	Alt        bool   // create: other content than the order's spec
 	Lost       bool   // lose-timer: a timer row was deleted
 	Unexpected string // why the answer breaks the model; "" when it does not
@@ -166,7 +174,8 @@ type call struct {
 func (c *call) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d s%d %s", c.Seq, c.Session, c.Op)
-	for _, f := range []struct{ k, v string }{{"order", c.Order}, {"payment", c.Payment}, {"arg", c.Arg}} {
+	for _, f := range []struct{ k, v string }{{"order", c.Order}, {"payment", c.Payment}, {"arg", c.Arg},
+		{"currency", c.Currency}, {"fault", c.Fault}} {
 		if f.v != "" {
 			fmt.Fprintf(&b, " %s=%q", f.k, f.v)
 		}
@@ -198,10 +207,14 @@ type model struct {
 	mu       sync.Mutex
 	returned []*order // orders whose first create returned, in that order
 	calls    []*call
+	// refunds is the payment gateway's ledger, as the sidecar's resolve
+	// worker sees it: the refund id of every payment refunded, by the
+	// idempotency key (the payment id). A key refunds once.
+	refunds map[string]string
 }
 
 func newModel(seed uint64, orders int) *model {
-	m := &model{seed: seed, duration: *durationFlag, byID: make(map[string]*order, orders)}
+	m := &model{seed: seed, duration: *durationFlag, byID: make(map[string]*order, orders), refunds: make(map[string]string)}
 	for i := range orders {
 		o := &order{spec: newSpec(seed, i)}
 		m.orders = append(m.orders, o)
@@ -288,18 +301,29 @@ func (m *model) summary() string {
 
 // session is one connection running random operations.
 type session struct {
-	m    *model
-	id   int
-	conn *pgx.Conn
-	rand *rand.Rand
-	last *call // the session's latest recorded call
+	m     *model
+	id    int
+	url   string // to connect again after the session's backend was made to die
+	conn  *pgx.Conn
+	conn2 *pgx.Conn // the second connection of closeRace, opened on first use
+	rand  *rand.Rand
+	last  *call // the session's latest recorded call (under m.mu)
+}
+
+// close closes the session's connections.
+func (s *session) close() {
+	s.conn.Close(context.Background())
+	if s.conn2 != nil {
+		s.conn2.Close(context.Background())
+	}
 }
 
 // errSkip tells do that the operation had nothing to act on.
 var errSkip = errors.New("nothing to do")
 
 // do runs fn as call c and records it. An error that is not an SQL error (a
-// broken connection, a cancelled context) ends the session.
+// broken connection, a cancelled context) ends the session. Two calls of one
+// session may run at once (closeRace), each on a connection of its own.
 func (s *session) do(c *call, fn func() error) error {
 	c.Seq = s.m.seq.Add(1)
 	c.Session = s.id
@@ -319,8 +343,8 @@ func (s *session) do(c *call, fn func() error) error {
 	}
 	s.m.mu.Lock()
 	s.m.calls = append(s.m.calls, c)
-	s.m.mu.Unlock()
 	s.last = c
+	s.m.mu.Unlock()
 	return nil
 }
 
@@ -356,6 +380,9 @@ func (s *session) step(ctx context.Context) error {
 	if i, ok := s.m.dueCreate(time.Now()); ok {
 		return s.create(ctx, s.m.orders[i], false)
 	}
+	if s.rand.IntN(300) == 0 {
+		return s.checkInvariants(ctx)
+	}
 	// Work on no order in particular.
 	switch w := s.rand.IntN(100); {
 	case w < 20:
@@ -369,6 +396,14 @@ func (s *session) step(ctx context.Context) error {
 		return err
 	case w < 33:
 		return s.preview(ctx)
+	case w < 34:
+		return s.closeRace(ctx)
+	case w < 37:
+		return s.refundWorker(ctx)
+	case w < 38:
+		return s.finishOutOfTurn(ctx)
+	case w < 39:
+		return s.poisonCreate(ctx)
 	}
 
 	// Work on one order, as its buyer or the gateway would.
@@ -392,6 +427,8 @@ func (s *session) step(ctx context.Context) error {
 		return s.recreate(ctx, o)
 	case w >= 83 && w < 85:
 		return s.loseTimer(ctx, o)
+	case w >= 85 && w < 89:
+		return s.poisonConfirm(ctx, o)
 	default:
 		return s.info(ctx, o)
 	}
@@ -503,30 +540,26 @@ func (s *session) confirm(ctx context.Context, o *order, payment string) error {
 			c.Payment = known[s.rand.IntN(len(known))]
 		}
 	}
-	var amount *string
-	switch r := s.rand.IntN(10); {
-	case o.spec.Amount != "" && r < 7:
-		amount = &o.spec.Amount
-	case o.spec.Amount != "" && r == 9 && payment == "":
-		wrong := o.spec.Amount + "1"
-		amount, c.Repeat = &wrong, true
-	case o.spec.Amount == "" && r < 2:
-		some := "5.00"
-		amount = &some
-	}
-	if amount != nil {
-		c.Arg = *amount
-	}
-	err := s.do(c, func() error {
-		return s.conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric)`,
-			o.spec.ID, c.Payment, amount).Scan(&c.Result)
-	})
-	if err != nil {
+	s.money(c, o.spec, payment == "")
+	if err := s.do(c, func() error { return confirmOn(ctx, s.conn, o, c) }); err != nil {
 		return err
 	}
+	s.judgeConfirm(o, c, fresh)
+	return nil
+}
+
+// confirmOn runs confirmation c of order o on conn.
+func confirmOn(ctx context.Context, conn *pgx.Conn, o *order, c *call) error {
+	return conn.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
+		o.spec.ID, c.Payment, nullable(c.Arg), nullable(c.Currency)).Scan(&c.Result)
+}
+
+// judgeConfirm judges the answer of confirmation c of o and records what it
+// proves; fresh says its payment id is new.
+func (s *session) judgeConfirm(o *order, c *call, fresh bool) {
 	allow(c, s.unknownAllowed(o, c))
 	if c.Code != "" {
-		return nil
+		return
 	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
@@ -542,7 +575,6 @@ func (s *session) confirm(ctx context.Context, o *order, payment string) error {
 	if fresh {
 		o.payments = append(o.payments, c.Payment)
 	}
-	return nil
 }
 
 func (s *session) fail(ctx context.Context, o *order, payment string) error {
@@ -630,8 +662,25 @@ func (s *session) sweep(ctx context.Context, max int) error {
 	return nil
 }
 
-// resolve resolves a conflict, mostly an open one, sometimes any (a repeat or
-// a second opinion).
+// answersOf lists, per resolution, what resolve_conflict may answer: a refund
+// is claimed (refunding) until the sidecar records it (refunded).
+var answersOf = map[string][]string{
+	"reinstate": {"reinstated"},
+	"refund":    {"refunding", "refunded"},
+	"manual":    {"manual"},
+}
+
+// outcomeOf is the resolution a conflict ends in after resolve_conflict
+// answered answer.
+func outcomeOf(answer string) string {
+	if answer == "refunding" {
+		return "refunded"
+	}
+	return answer
+}
+
+// resolve resolves a conflict as an admin would, mostly an open one,
+// sometimes any (a repeat, a second opinion, or one being refunded).
 func (s *session) resolve(ctx context.Context) error {
 	query := `SELECT c.conflict_id, c.order_id FROM ordertimeout.conflicts AS c WHERE c.resolution IS NULL ORDER BY c.conflict_id LIMIT 50`
 	if s.rand.IntN(5) == 0 {
@@ -668,12 +717,17 @@ func (s *session) resolve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	allow(c, "OT132", "OT133")
+	switch c.Arg {
+	case "reinstate":
+		allow(c, "OT132", "OT133", "OT134")
+	default:
+		allow(c, "OT133", "OT134")
+	}
 	if c.Code != "" {
 		return nil
 	}
-	if want := map[string]string{"reinstate": "reinstated", "refund": "refunded", "manual": "manual"}[c.Arg]; c.Result != want {
-		c.Unexpected = fmt.Sprintf("resolve_conflict(%s) answers %s", c.Arg, want)
+	if !slices.Contains(answersOf[c.Arg], c.Result) {
+		c.Unexpected = fmt.Sprintf("resolve_conflict(%s) answers %v", c.Arg, answersOf[c.Arg])
 	}
 	if c.Result == "reinstated" {
 		s.m.mu.Lock()
@@ -687,21 +741,162 @@ func (s *session) resolve(ctx context.Context) error {
 
 func (s *session) closeCancelled(ctx context.Context) error {
 	older := time.Duration(s.rand.IntN(300)) * time.Millisecond
-	max := 1 + s.rand.IntN(20)
-	c := &call{Op: "close", Arg: fmt.Sprintf("older than %v, max %d", older, max)}
-	err := s.do(c, func() error {
-		err := s.conn.QueryRow(ctx, `SELECT ordertimeout.close_cancelled($1, $2)`, older, max).Scan(&c.N[0])
-		c.Result = fmt.Sprint(c.N[0])
+	c := closeCall(older, 1+s.rand.IntN(20))
+	if err := s.do(c, func() error { return closeOn(ctx, s.conn, c) }); err != nil {
 		return err
+	}
+	judgeClose(c)
+	return nil
+}
+
+// closeCall is a close_cancelled call; N[1] holds its max, N[2] its
+// older_than in milliseconds.
+func closeCall(older time.Duration, max int) *call {
+	return &call{Op: "close", Arg: fmt.Sprintf("older than %v, max %d", older, max), N: [5]int{0, max, int(older.Milliseconds())}}
+}
+
+// closeOn runs close_cancelled call c on conn.
+func closeOn(ctx context.Context, conn *pgx.Conn, c *call) error {
+	older := time.Duration(c.N[2]) * time.Millisecond
+	err := conn.QueryRow(ctx, `SELECT ordertimeout.close_cancelled($1, $2)`, older, c.N[1]).Scan(&c.N[0])
+	c.Result = fmt.Sprint(c.N[0])
+	return err
+}
+
+func judgeClose(c *call) {
+	allow(c)
+	if c.Code == "" && c.N[0] > c.N[1] {
+		c.Unexpected = "closed more than max"
+	}
+}
+
+// closeRace confirms a late payment of a recently cancelled order, on the
+// session's second connection, against close_cancelled closing every
+// cancelled order without an open conflict: both let go at once, or the
+// close in a REPEATABLE READ transaction whose snapshot was taken before the
+// payment committed (then it may fail with 40001). The order must end
+// CANCELLED with its conflict, or CLOSED without one, never CLOSED with an
+// open conflict.
+func (s *session) closeRace(ctx context.Context) error {
+	o := s.m.cancelledRecently(s.rand)
+	if o == nil {
+		return s.closeCancelled(ctx)
+	}
+	if s.conn2 == nil {
+		conn, err := connect(ctx, s.url, s.id)
+		if err != nil {
+			return err
+		}
+		s.conn2 = conn
+	}
+	pay := &call{Op: "confirm", Order: o.spec.ID, Payment: s.m.newPayment()}
+	s.money(pay, o.spec, true)
+	cl := closeCall(0, 1000)
+	if s.rand.IntN(2) == 0 {
+		return s.closeAfterSnapshot(ctx, o, pay, cl)
+	}
+	start := make(chan struct{})
+	var errPay, errClose error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-start
+		errPay = s.do(pay, func() error { return confirmOn(ctx, s.conn2, o, pay) })
 	})
-	if err != nil {
+	wg.Go(func() {
+		<-start
+		errClose = s.do(cl, func() error { return closeOn(ctx, s.conn, cl) })
+	})
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errPay, errClose); err != nil {
+		return err
+	}
+	s.judgeConfirm(o, pay, true)
+	judgeClose(cl)
+	return s.closedSettled(ctx, o, pay)
+}
+
+// checkInvariants checks the invariants of package invariant while the
+// sessions run: each is one statement, one snapshot, and must hold in every
+// one of them, not only after the drain.
+func (s *session) checkInvariants(ctx context.Context) error {
+	c := &call{Op: "invariants"}
+	var report invariant.Report
+	if err := s.do(c, func() error {
+		var err error
+		report, err = invariant.Check(ctx, s.conn, invariant.Options{})
+		c.Result = map[bool]string{true: "ok", false: "violated"}[report.OK()]
+		return err
+	}); err != nil {
 		return err
 	}
 	allow(c)
-	if c.Code == "" && c.N[0] > max {
-		c.Unexpected = "closed more than max"
+	if c.Code == "" && !report.OK() {
+		s.m.mu.Lock()
+		c.Unexpected = "invariants:\n" + report.String()
+		s.m.mu.Unlock()
 	}
 	return nil
+}
+
+// closedSettled looks, right after a closeRace, whether the order is CLOSED
+// with the conflict of the payment still unresolved: a state no moment may
+// show (a later late payment would reopen the order and hide it from the
+// checks after the drain).
+func (s *session) closedSettled(ctx context.Context, o *order, pay *call) error {
+	if pay.Code != "" || pay.Result != "conflict" {
+		return nil
+	}
+	var conflictID *int64
+	err := s.conn.QueryRow(ctx, `
+SELECT c.conflict_id
+FROM ordertimeout.orders AS o
+JOIN ordertimeout.conflicts AS c ON c.order_id = o.order_id
+WHERE o.order_id = $1
+  AND o.status = 'CLOSED'
+  AND c.payment_id = $2
+  AND c.resolution IS NULL`, o.spec.ID, pay.Payment).Scan(&conflictID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the raced order: %w", err)
+	}
+	s.m.mu.Lock()
+	pay.Unexpected = fmt.Sprintf("after the race the order is CLOSED with conflict %d open", *conflictID)
+	s.m.mu.Unlock()
+	return nil
+}
+
+// closeAfterSnapshot is closeRace's REPEATABLE READ interleaving, in a fixed
+// order: snapshot, payment committed, close.
+func (s *session) closeAfterSnapshot(ctx context.Context, o *order, pay, cl *call) error {
+	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return fmt.Errorf("begin close: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM ordertimeout.orders`); err != nil {
+		return fmt.Errorf("take the close's snapshot: %w", err)
+	}
+	if err := s.do(pay, func() error { return confirmOn(ctx, s.conn2, o, pay) }); err != nil {
+		return err
+	}
+	s.judgeConfirm(o, pay, true)
+	cl.Arg += ", repeatable read"
+	if err := s.do(cl, func() error {
+		if err := closeOn(ctx, tx.Conn(), cl); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}); err != nil {
+		return err
+	}
+	if cl.Code != "40001" {
+		judgeClose(cl)
+	}
+	_ = tx.Rollback(ctx) // after a failed close; nothing to roll back after its commit
+	return s.closedSettled(ctx, o, pay)
 }
 
 // check plays the sidecar's gateway check before a cancel: it takes one
@@ -747,7 +942,9 @@ RETURNING r.args ->> 'order_id', (r.args ->> 'version')::integer`).Scan(&orderID
 	}
 	err = s.do(c, func() error {
 		if c.Payment != "" {
-			if err := tx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2)`, orderID, c.Payment).Scan(&c.Result); err != nil {
+			// The gateway's answer: the order's amount, in its currency.
+			if err := tx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4)`,
+				orderID, c.Payment, nullable(o.spec.Amount), nullable(o.spec.Currency)).Scan(&c.Result); err != nil {
 				return err
 			}
 		} else {
@@ -903,11 +1100,28 @@ WHERE o.status IN ('PENDING', 'PAYING')`).Scan(&live, &next); err != nil {
 			return fmt.Errorf("count live orders: %w", err)
 		}
 		if live == 0 {
-			return nil
+			return s.drainRefunds(ctx)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d orders still PENDING or PAYING after a minute of draining (earliest cancel_at %v)", live, next)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cancelledRecently returns one of the orders most recently seen cancelled
+// and never paid, or nil.
+func (m *model) cancelledRecently(r *rand.Rand) *order {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var found []*order
+	for i := len(m.returned) - 1; i >= 0 && len(found) < 8; i-- {
+		if o := m.returned[i]; !o.cancelledSince.IsZero() && o.paidSince.IsZero() {
+			found = append(found, o)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return found[r.IntN(len(found))]
 }

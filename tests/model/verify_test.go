@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,16 +80,24 @@ func (m *model) verify(s *dbstate.State) []string {
 			bad("order %s has items %v, want %v", id, got.Items, want)
 		}
 		if deref(got.CouponID) != o.spec.Coupon || deref(got.PointsAccount) != o.spec.Account ||
-			(got.Points != nil && *got.Points != o.spec.Points) || deref(got.Amount) != o.spec.Amount {
-			bad("order %s has coupon %q, points %v of %q, amount %q; want %q, %d of %q, %q", id,
-				deref(got.CouponID), got.Points, deref(got.PointsAccount), deref(got.Amount),
-				o.spec.Coupon, o.spec.Points, o.spec.Account, o.spec.Amount)
+			(got.Points != nil && *got.Points != o.spec.Points) || deref(got.Amount) != o.spec.Amount ||
+			deref(got.Currency) != o.spec.Currency {
+			bad("order %s has coupon %q, points %v of %q, amount %q %q; want %q, %d of %q, %q %q", id,
+				deref(got.CouponID), got.Points, deref(got.PointsAccount), deref(got.Amount), deref(got.Currency),
+				o.spec.Coupon, o.spec.Points, o.spec.Account, o.spec.Amount, o.spec.Currency)
 		}
 		if d := got.ExpireAt.Sub(got.CreatedAt); d != o.spec.Timeout+extended {
 			bad("order %s expires %v after its creation, want %v + %v extended", id, d, o.spec.Timeout, extended)
 		}
-		if !got.CancelAt.Equal(got.ExpireAt) {
-			bad("order %s has cancel_at %v, want expire_at %v (no grace)", id, got.CancelAt, got.ExpireAt)
+		// No grace: cancel_at is expire_at, or later when a payment began
+		// (never before the gateway's expiry; extensions move it further).
+		switch {
+		case got.GatewayExpireAt == nil && !got.CancelAt.Equal(got.ExpireAt):
+			bad("order %s has cancel_at %v, want expire_at %v (no grace, no payment begun)", id, got.CancelAt, got.ExpireAt)
+		case got.CancelAt.Before(got.ExpireAt):
+			bad("order %s has cancel_at %v before expire_at %v", id, got.CancelAt, got.ExpireAt)
+		case got.GatewayExpireAt != nil && got.CancelAt.Before(*got.GatewayExpireAt):
+			bad("order %s has cancel_at %v before the gateway's expiry %v", id, got.CancelAt, *got.GatewayExpireAt)
 		}
 		if got.Status != "PAID" && !dbstate.Cancelled(got.Status) {
 			bad("order %s is %s after the drain", id, got.Status)
@@ -100,10 +109,24 @@ func (m *model) verify(s *dbstate.State) []string {
 		}
 	}
 
+	// Per payment: whether some confirmation gave it the order's amount and
+	// currency (or none), and whether some gave another.
+	calledRight := make(map[string]bool)
+	calledWrong := make(map[string]bool)
+	for _, c := range m.calls {
+		if c.Code != "" || c.Payment == "" || !(c.Op == "confirm" || c.Op == "check" && c.Arg == "confirm") {
+			continue
+		}
+		if c.Wrong {
+			calledWrong[c.Payment] = true
+		} else {
+			calledRight[c.Payment] = true
+		}
+	}
+
 	// Every answer against the event log.
 	type counts struct{ sweepCancelled, sweepCaught, sweepChecks, closed, checksDone int }
 	var n counts
-	pendingAnswers := make(map[string]int)
 	lost := make(map[string]bool)
 	resolutions := make(map[int64][]*call)
 	for _, c := range m.calls {
@@ -143,6 +166,9 @@ func (m *model) verify(s *dbstate.State) []string {
 					(paidBy != 1 && !(hasConflict && deref(cf.Resolution) == "reinstated")) {
 					bad("%v: the order is %v, the payment %v, %d events of this payment paying it", c, statusOf(o), p, paidBy)
 				}
+				if c.Wrong && !calledRight[c.Payment] {
+					bad("%v: the wrong amount or currency answered paid, and no confirmation of the payment gave the right one", c)
+				}
 			case "conflict":
 				cf, ok := conflictByPayment[c.Payment]
 				if !ok {
@@ -161,10 +187,15 @@ func (m *model) verify(s *dbstate.State) []string {
 					bad("%v: no event recorded conflict %d", c, cf.ID)
 				case cf.Kind == "late_payment" && !dbstate.Cancelled(deref(at.From)),
 					cf.Kind == "double_payment" && !dbstate.Paid(deref(at.From)),
-					cf.Kind == "amount_mismatch" && !dbstate.Live(deref(at.From)):
+					cf.Kind == "amount_mismatch" && dbstate.Paid(deref(at.From)):
 					bad("%v: conflict %d is a %s but the order was %s then", c, cf.ID, cf.Kind, deref(at.From))
-				case c.Repeat && cf.Kind != "amount_mismatch" && dbstate.Live(deref(at.From)):
-					bad("%v: the wrong amount on a %s order is conflict %d of kind %s", c, deref(at.From), cf.ID, cf.Kind)
+				case cf.Kind == "late_payment" && !calledRight[c.Payment],
+					cf.Kind == "amount_mismatch" && !calledWrong[c.Payment]:
+					bad("%v: conflict %d is a %s, but %s", c, cf.ID, cf.Kind,
+						map[bool]string{true: "every confirmation of the payment gave a wrong amount or currency",
+							false: "no confirmation of the payment gave a wrong amount or currency"}[cf.Kind == "late_payment"])
+				case at.To != map[string]string{"CLOSED": "CANCELLED"}[deref(at.From)] && at.To != deref(at.From):
+					bad("%v: conflict %d took the order from %s to %s", c, cf.ID, deref(at.From), at.To)
 				}
 			}
 		case "cancel":
@@ -191,16 +222,6 @@ func (m *model) verify(s *dbstate.State) []string {
 			case len(mine) != 0:
 				bad("%v: answered false but cancelled the order (event %d)", c, mine[0].ID)
 			}
-		case "fail":
-			if c.Code == "" && c.Result == "pending" {
-				pendingAnswers[c.Payment]++
-			}
-			if c.Code == "" && c.Result != "pending" && countEvents(evs, func(e dbstate.Event) bool {
-				return deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == c.Payment &&
-					e.Detail["failed"] == true
-			}) > 0 && pendingAnswers[c.Payment] == 0 {
-				bad("%v: the payment failed the order back to PENDING, but no call answered pending", c)
-			}
 		case "sweep":
 			if c.Code == "" {
 				n.sweepCancelled += c.N[1]
@@ -211,9 +232,12 @@ func (m *model) verify(s *dbstate.State) []string {
 			if c.Code == "" {
 				n.closed += c.N[0]
 			}
-		case "resolve":
+		case "resolve", "claim":
 			if c.Code == "" {
 				resolutions[c.Conflict] = append(resolutions[c.Conflict], c)
+			}
+			if c.Code == "OT134" && deref(conflictByID[c.Conflict].Resolution) != "refunded" {
+				bad("%v: refused as being refunded, but the conflict ends resolved %q", c, deref(conflictByID[c.Conflict].Resolution))
 			}
 			if c.Code == "OT133" {
 				if cf := conflictByID[c.Conflict]; cf.Resolution == nil || *cf.Resolution == map[string]string{
@@ -228,18 +252,7 @@ func (m *model) verify(s *dbstate.State) []string {
 		}
 	}
 
-	// Payments failed back to PENDING: one event per "pending" answer.
-	for _, p := range slices.Sorted(maps.Keys(s.Payments)) {
-		failed := 0
-		for _, e := range events[s.Payments[p].OrderID] {
-			if deref(e.From) == "PAYING" && e.To == "PENDING" && e.DetailString("payment_id") == p && e.Detail["failed"] == true {
-				failed++
-			}
-		}
-		if failed != pendingAnswers[p] || failed > 1 {
-			bad("payment %s: %d events of failing back to PENDING, %d calls answered pending", p, failed, pendingAnswers[p])
-		}
-	}
+	out = append(out, checkFailBacks(m.calls, s)...)
 
 	// Counts returned by the set-based calls against the events they wrote.
 	var timeouts, caught, closed, checkCancels, extends int
@@ -288,21 +301,16 @@ func (m *model) verify(s *dbstate.State) []string {
 		bad("extend_deadline calls and PENDING -> PENDING events differ by %d", extends)
 	}
 
-	// Conflicts: resolved once, every answer the same, one event each; an
-	// amount mismatch only where a call gave a wrong amount.
-	wrongAmount := make(map[string]bool)
-	for _, c := range m.calls {
-		if c.Op == "confirm" && c.Repeat {
-			wrongAmount[c.Payment] = true
-		}
-	}
+	// Conflicts: resolved once, every answer the same (a refund claimed is
+	// the refund that ends it), one event each; an amount mismatch only
+	// where a call gave a wrong amount or currency.
 	for _, cf := range s.Conflicts {
-		if cf.Kind == "amount_mismatch" && !wrongAmount[cf.PaymentID] {
-			bad("conflict %d on order %s is an amount mismatch, but no call gave payment %s a wrong amount", cf.ID, cf.OrderID, cf.PaymentID)
+		if cf.Kind == "amount_mismatch" && !calledWrong[cf.PaymentID] {
+			bad("conflict %d on order %s is an amount mismatch, but no call gave payment %s a wrong amount or currency", cf.ID, cf.OrderID, cf.PaymentID)
 		}
 		resolvedBy := 0
 		for _, e := range events[cf.OrderID] {
-			if id, ok := e.DetailInt("conflict_id"); ok && id == cf.ID && e.Cause == "conflict" {
+			if id, resolution, ok := dbstate.ResolutionOf(e); ok && id == cf.ID && resolution != "refunding" {
 				resolvedBy++
 				if deref(cf.Resolution) == "reinstated" && e.To != "PAID" {
 					bad("conflict %d was reinstated by event %d to %s", cf.ID, e.ID, e.To)
@@ -313,11 +321,12 @@ func (m *model) verify(s *dbstate.State) []string {
 			bad("conflict %d (resolution %v) has %d resolution events, want %d", cf.ID, deref(cf.Resolution), resolvedBy, want)
 		}
 		for _, c := range resolutions[cf.ID] {
-			if c.Result != deref(cf.Resolution) {
+			if outcomeOf(c.Result) != deref(cf.Resolution) {
 				bad("%v: the conflict ends resolved %q", c, deref(cf.Resolution))
 			}
 		}
 	}
+	out = append(out, m.verifyMoney(s)...)
 
 	// River's job rows after the drain.
 	var expires, checks int
@@ -367,6 +376,75 @@ func (m *model) verify(s *dbstate.State) []string {
 	return out
 }
 
+// checkFailBacks judges fail_payment's "pending" answers on the complete
+// history, never while walking it: the calls are recorded in the order they
+// returned, and a call that answered "ignored" may return before a
+// concurrent one that answered "pending" (and took effect first), so no
+// answer is judged until every answer is counted.
+//
+// A payment fails its order back to PENDING at most once, exactly when one
+// call answered "pending" (one event per such answer). And that call must
+// be the first to settle the payment: fail_payment and confirm_payment both
+// end a started payment, so a call of either on the same payment that
+// answered (any answer) and returned before the "pending" call began took
+// effect before it, and would have left it nothing to fail.
+func checkFailBacks(calls []*call, s *dbstate.State) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	pending := make(map[string][]*call) // per payment, the calls that answered pending
+	settled := make(map[string][]*call) // per payment, every answered fail or confirm
+	for _, c := range calls {
+		if c.Code != "" || c.Payment == "" {
+			continue
+		}
+		switch {
+		case c.Op == "fail":
+			settled[c.Payment] = append(settled[c.Payment], c)
+			if c.Result == "pending" {
+				pending[c.Payment] = append(pending[c.Payment], c)
+			}
+		case c.Op == "confirm", c.Op == "check" && c.Arg == "confirm":
+			settled[c.Payment] = append(settled[c.Payment], c)
+		}
+	}
+
+	failedBack := make(map[string]int)
+	for _, e := range s.Events {
+		if deref(e.From) == "PAYING" && e.To == "PENDING" && e.Detail["failed"] == true {
+			failedBack[e.DetailString("payment_id")]++
+		}
+	}
+	payments := slices.Sorted(maps.Keys(s.Payments))
+	for p := range pending {
+		if s.Payments[p] == nil {
+			payments = append(payments, p)
+		}
+	}
+	for _, p := range payments {
+		if n := failedBack[p]; n != len(pending[p]) || n > 1 {
+			bad("payment %s (order %s): %d events of failing back to PENDING, %d calls answered pending %v",
+				p, orderOf(s, p), n, len(pending[p]), pending[p])
+		}
+		for _, pc := range pending[p] {
+			for _, c := range settled[p] {
+				if c != pc && c.End.Before(pc.Start) {
+					bad("%v: answered pending, but %v had settled the payment before it began", pc, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// orderOf returns the order of payment p, or "?" when there is no such payment.
+func orderOf(s *dbstate.State, p string) string {
+	if pay := s.Payments[p]; pay != nil {
+		return pay.OrderID
+	}
+	return "?"
+}
+
 // requireCoverage fails a run big enough to show them when the interesting
 // cases did not happen: then the test proves less than it claims. (A machine
 // so loaded that the sessions made few calls is let off.)
@@ -387,7 +465,8 @@ func (m *model) requireCoverage(t *testing.T) {
 			seen[c.Op+":"+c.Result] = true
 		}
 	}
-	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true"} {
+	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true",
+		"confirm:OT126", "confirm:OT128", "create:OT126", "claim:refunding", "finish:refunded", "resolve:OT134"} {
 		require.True(t, seen[want], "seed %d: the run never saw %s", m.seed, want)
 	}
 }
@@ -420,4 +499,67 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// verifyMoney checks the money dimension of the run against the drained
+// database: refused amounts left no trace; every refund the gateway made is
+// the recorded resolution of its conflict, by the same refund id, and no
+// conflict is recorded refunded that the gateway never refunded; no refund is
+// left half done; every refund claimed ended refunded.
+func (m *model) verifyMoney(s *dbstate.State) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	conflictByPayment := make(map[string]dbstate.Conflict)
+	for _, cf := range s.Conflicts {
+		conflictByPayment[cf.PaymentID] = cf
+	}
+	mentions := make(map[string][]int64) // payment id -> events naming it
+	for _, e := range s.Events {
+		if p := e.DetailString("payment_id"); p != "" {
+			mentions[p] = append(mentions[p], e.ID)
+		}
+	}
+	for _, c := range m.calls {
+		switch {
+		case c.Poison && c.Op == "confirm" && strings.HasPrefix(c.Payment, "poison-"):
+			_, hasPayment := s.Payments[c.Payment]
+			_, hasConflict := conflictByPayment[c.Payment]
+			if hasPayment || hasConflict || len(mentions[c.Payment]) > 0 {
+				bad("%v: refused, but left a payment row %v, a conflict %v, events %v", c, hasPayment, hasConflict, mentions[c.Payment])
+			}
+		case c.Op == "finish" && c.Fault == "" && c.Code == "":
+			if cf := conflictByPayment[c.Payment]; deref(cf.Resolution) != "refunded" {
+				bad("%v: recorded, but the conflict ends %s %q", c, cf.State, deref(cf.Resolution))
+			}
+		case c.Op == "finish-out-of-turn" && c.Code == "" && c.Result == "refunded":
+			if cf := conflictByPayment[c.Payment]; deref(cf.RefundID) == c.Arg {
+				bad("%v: a repeat on a refunded conflict, but it recorded its own refund id", c)
+			}
+		}
+	}
+
+	m.mu.Lock()
+	refunds := maps.Clone(m.refunds)
+	m.mu.Unlock()
+	for _, p := range slices.Sorted(maps.Keys(refunds)) {
+		cf, ok := conflictByPayment[p]
+		pay := s.Payments[p]
+		switch {
+		case !ok || pay == nil:
+			bad("payment %s was refunded at the gateway but has no conflict (%v) or no payment row (%v)", p, ok, pay != nil)
+		case deref(cf.Resolution) != "refunded" || deref(cf.RefundID) != refunds[p] || pay.Status != "refunded":
+			bad("payment %s of order %s was refunded at the gateway (%s), but conflict %d is %s %q with refund id %q and the payment is %s",
+				p, cf.OrderID, refunds[p], cf.ID, cf.State, deref(cf.Resolution), deref(cf.RefundID), pay.Status)
+		}
+	}
+	for _, cf := range s.Conflicts {
+		switch {
+		case cf.State == "refunding":
+			bad("conflict %d on order %s is still refunding after the drain", cf.ID, cf.OrderID)
+		case deref(cf.Resolution) == "refunded" && refunds[cf.PaymentID] == "":
+			bad("conflict %d on order %s is recorded refunded, but the gateway never refunded payment %s", cf.ID, cf.OrderID, cf.PaymentID)
+		}
+	}
+	return out
 }

@@ -30,7 +30,8 @@ var (
 	}
 	sidecarFunctions = append(slices.Clone(appFunctions),
 		"cancel_checked", "cancel_due", "close_cancelled", "finish_refund", "next_due", "open_conflicts",
-		"plan_sleep", "preview_due", "reconcile_payments", "reconcile_watermark", "rescue_stuck_jobs", "resolve_conflict", "sweep_due")
+		"plan_sleep", "preview_due", "purge_orders", "reconcile_payments", "reconcile_watermark", "rescue_stuck_jobs",
+		"resolve_conflict", "run_sweeper", "sweep_due")
 	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_payment_method", "put_points", "put_stock")
 )
 
@@ -178,14 +179,14 @@ func requireNoTableAccess(t *testing.T, conn *pgx.Conn, rels []relation, allowSe
 // function is one function of schema ordertimeout.
 type function struct {
 	Name string
-	Call string // a call of it with NULL arguments, e.g. ordertimeout.f(NULL::text)
+	Call string // a call of it with NULL arguments, e.g. SELECT ordertimeout.f(NULL::text), CALL for a procedure
 }
 
 func functions(t *testing.T, pool *pgxpool.Pool) []function {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 SELECT p.proname::text,
-       format('ordertimeout.%I(%s)', p.proname,
+       format('%s ordertimeout.%I(%s)', CASE p.prokind WHEN 'p' THEN 'CALL' ELSE 'SELECT' END, p.proname,
               (SELECT coalesce(string_agg('NULL::' || format_type(a.t, NULL), ', ' ORDER BY a.i), '')
                  FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS a(t, i)))
 FROM pg_catalog.pg_proc AS p
@@ -217,7 +218,7 @@ WHERE p.pronamespace = 'ordertimeout'::regnamespace
 		if slices.Contains(allowed, fn.Name) {
 			continue
 		}
-		require.Equal(t, "42501", exec(t, conn, "SELECT "+fn.Call), "%s calls %s", role, fn.Call)
+		require.Equal(t, "42501", exec(t, conn, fn.Call), "%s calls %s", role, fn.Call)
 	}
 }
 
@@ -402,13 +403,15 @@ func TestSearchPathHijack(t *testing.T) {
 	_, err := pool.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+pgx.Identifier{evil.Name}.Sanitize())
 	require.NoError(t, err)
 
-	// Every SECURITY DEFINER function pins its search_path.
+	// Every function pins its search_path; procedures, which may not carry
+	// SET if they commit, run with their caller's rights (checked below).
 	var unpinned []string
 	require.NoError(t, pool.QueryRow(ctx, `
 SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}')
 FROM pg_catalog.pg_proc AS p
 WHERE p.pronamespace = 'ordertimeout'::regnamespace
-  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)`).Scan(&unpinned))
+  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
+  AND (p.prokind <> 'p' OR p.prosecdef)`).Scan(&unpinned))
 	require.Empty(t, unpinned, "functions without SET search_path = pg_catalog, pg_temp")
 
 	conn := connect(t, evil)
@@ -481,6 +484,26 @@ WHERE p.pronamespace = 'ordertimeout'::regnamespace
 	require.NoError(t, pool.QueryRow(ctx, `SELECT available, reserved, sold FROM ordertimeout.stock WHERE sku = 'A'`).
 		Scan(&available, &reserved, &sold))
 	require.Equal(t, []int64{999998, 0, 2}, []int64{available, reserved, sold})
+
+	// run_sweeper is a procedure that commits, so it cannot pin search_path
+	// with SET and runs with its caller's rights. It pins search_path itself:
+	// a sweeper role's session with public first and the comparisons it
+	// makes shadowed there still sweeps.
+	for i, typ := range []string{"integer", "timestamptz", "interval"} {
+		fn := fmt.Sprintf("evil_cmp%d", i)
+		_, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION public.%s(%s, %s) RETURNS boolean LANGUAGE plpgsql AS $$%s$$", fn, typ, typ, raise))
+		require.NoError(t, err)
+		for _, op := range []string{"<", ">", "<=", ">="} {
+			_, err := conn.Exec(ctx, fmt.Sprintf("CREATE OPERATOR public.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = public.%s)", op, typ, typ, fn))
+			require.NoError(t, err, "create operator %s on %s", op, typ)
+		}
+	}
+	sweeper := connect(t, newLogin(t, pool, "evilsweeper", "ordertimeout_sidecar"))
+	_, err = sweeper.Exec(ctx, `SET search_path = public, pg_catalog, pg_temp`)
+	require.NoError(t, err)
+	require.Equal(t, "EV001", exec(t, sweeper, `SELECT 1 >= 2`), "the shadows are live in the sweeper's session")
+	_, err = sweeper.Exec(ctx, `CALL ordertimeout.run_sweeper(duration => interval '300 milliseconds')`)
+	require.NoError(t, err, "run_sweeper with shadowed comparisons on the caller's search_path")
 }
 
 // injections are SQL injection attempts used as ids, reasons and SKUs.

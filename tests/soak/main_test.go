@@ -61,7 +61,7 @@ func TestShortSoak(t *testing.T) {
 	require.Contains(t, text, "during faults, direct:")
 	require.Contains(t, text, "violations: 0")
 	require.NotContains(t, text, "VIOLATED")
-	require.Equal(t, 9, strings.Count(text, "\n  ok       "), "four invariants and five outcome checks, all ok")
+	require.Equal(t, 12, strings.Count(text, "\n  ok       "), "seven invariants and five outcome checks, all ok")
 }
 
 // Flags are checked before anything starts.

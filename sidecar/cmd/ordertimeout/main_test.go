@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/migrations"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
@@ -170,6 +174,11 @@ func TestGracefulShutdown(t *testing.T) {
 	fake, gw := sidecartest.Fake(t, nil)
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 30000}))
 	sidecartest.CreateMany(t, db, "g", orders, 2, 100*time.Millisecond)
+	// The gateway says each payment failed (a "none" would be asked about
+	// again before a cancel: worker.NoneAsks).
+	for i := 1; i <= orders; i++ {
+		require.NoError(t, fake.Set(t.Context(), fmt.Sprintf("g%d", i), fakegateway.Behaviour{Behaviour: fakegateway.Decline, PaymentID: fmt.Sprintf("p%d", i)}))
+	}
 
 	running := func() int64 {
 		return count(t, db, "SELECT count(*) FROM river_job WHERE kind = 'ordertimeout_precancel_check' AND state = 'running'")
@@ -237,6 +246,14 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused))
 	require.False(t, paused)
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url}), "gateway URL is required")
+	// The Stripe key is read from the environment variable --stripe-key-env
+	// names, never from a flag.
+	t.Setenv("OT_TEST_NO_STRIPE_KEY", "")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "stripe", "--stripe-key-env", "OT_TEST_NO_STRIPE_KEY"}),
+		"needs Stripe's secret API key in the environment")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway", "paypal"}), "gateway must be http or stripe")
+	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway-url", "http://127.0.0.1:1", "--gateway-rate", "-1"}),
+		"must not be negative")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
 	for _, cmd := range []string{"run", "status", "pause", "resume", "fakegateway"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
@@ -262,6 +279,18 @@ func TestMigrateDownAndUp(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
 		return v
 	}
+	// River's versions are 1 to 8; ordertimeout's start at 9.
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	require.NoError(t, err)
+	latest, ours := 0, 0
+	for _, name := range ups {
+		v, err := strconv.Atoi(name[:6])
+		require.NoError(t, err, name)
+		latest = max(latest, v)
+		if v >= 9 {
+			ours++
+		}
+	}
 	hasColumn := func(table, column string) bool {
 		var ok bool
 		require.NoError(t, db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
@@ -269,13 +298,13 @@ func TestMigrateDownAndUp(t *testing.T) {
 		return ok
 	}
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 10, version())
+	require.Equal(t, latest, version())
 
-	// 000010 down and up again over data: a late payment recorded under 000009
-	// (no currency, no conflict state) gets both on the way up.
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", "1", "--database-url", url}))
+	// Down to 000009 and up again over data: a late payment recorded under
+	// 000009 (no currency, no conflict state) gets both on the way up.
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 9), "--database-url", url}))
 	require.Equal(t, 9, version())
-	require.False(t, hasColumn("conflicts", "state"), "down 1 undoes 000010")
+	require.False(t, hasColumn("conflicts", "state"), "down to 9 undoes 000010")
 	sidecartest.Setup(t, db)
 	sidecartest.CreateOrder(t, db, "before-10", time.Hour, `{"amount": 5, "currency": "EUR"}`)
 	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('before-10')")
@@ -284,21 +313,22 @@ func TestMigrateDownAndUp(t *testing.T) {
 	sidecartest.CreateOrder(t, db, "nan-10", time.Hour, "")
 	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('nan-10', 'p-nan-10', 'NaN')")
 	require.ErrorContains(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}), "payment p-nan-10")
+	require.Equal(t, 9, version(), "refused before golang-migrate started: not dirty")
 	sidecartest.Exec(t, db, "UPDATE ordertimeout.payments SET amount = NULL WHERE payment_id = 'p-nan-10'")
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 10, version())
+	require.Equal(t, latest, version())
 	db.Reset()
 	var state, currency string
 	require.NoError(t, db.QueryRow(ctx, "SELECT state, currency FROM ordertimeout.conflicts WHERE payment_id = 'p-before-10'").Scan(&state, &currency))
 	require.Equal(t, []string{"open", "EUR"}, []string{state, currency})
 
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", "2", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--database-url", url}))
 	require.Equal(t, 8, version())
-	require.False(t, exists("ordertimeout.orders"), "down 2 removes ordertimeout")
+	require.False(t, exists("ordertimeout.orders"), "down %d removes ordertimeout", ours)
 	require.True(t, exists("public.river_job"), "and keeps River's tables")
 
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 10, version())
+	require.Equal(t, latest, version())
 	require.True(t, exists("ordertimeout.orders"))
 	db.Reset() // the pool's prepared statements name the types that down dropped
 	sidecartest.Setup(t, db)
@@ -309,5 +339,5 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.False(t, exists("ordertimeout.orders"))
 	require.False(t, exists("public.river_job"), "down --all removes River's tables too")
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.Equal(t, 10, version())
+	require.Equal(t, latest, version())
 }

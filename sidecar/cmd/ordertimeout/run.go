@@ -22,7 +22,8 @@ Runs the sidecar until SIGINT or SIGTERM: sweeps due orders in the database
 queue "ordertimeout" (gateway checks before cancels, payment checks, gateway
 closes, conflict resolution, webhooks, reconciliation with the gateway's
 payments every --reconcile-every), listens for late-payment conflicts,
-and serves /metrics, /healthz, /readyz and River's UI at /riverui/.
+and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
+ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
 On SIGTERM it stops claiming, lets running jobs finish for up to
 --shutdown-timeout (then hands them back), and exits 0.`
@@ -32,11 +33,17 @@ func runCmd(ctx context.Context, args []string) error {
 		cfg          sidecar.Config
 		log          config.Logging
 		allowedHosts string
+		stripeKeyEnv string
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.String(&cfg.Name, "name", sidecar.DefaultName(), "this sidecar's name; events it causes record actor \"sidecar:<name>\"")
-	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required), e.g. https://pay.example.com")
+	f.String(&cfg.GatewayDriver, "gateway", gateway.DriverHTTP, "gateway driver: http (the JSON contract at --gateway-url) or stripe (Stripe's API, key from --stripe-key-env)")
+	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http), e.g. https://pay.example.com")
+	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")
+	f.String(&cfg.StripeURL, "stripe-api-url", "", "Stripe API base URL (--gateway stripe; default https://api.stripe.com; stripe-mock for tests)")
+	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, jobs snoozing while they wait")
+	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up)")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
 	f.Int(&cfg.GatewayRetries, "gateway-retries", gateway.DefaultRetries, "retries of a gateway request while the gateway is unavailable (then the job snoozes)")
@@ -55,15 +62,21 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.FetchPollInterval, "fetch-poll-interval", sidecar.DefaultFetchPollInterval, "River: how often queue ordertimeout is polled (the database inserts jobs without notifying)")
 	f.Duration(&cfg.JobTimeout, "job-timeout", sidecar.DefaultJobTimeout, "River: longest a job may run")
 	f.Duration(&cfg.RescueAfter, "rescue-after", sidecar.DefaultRescueAfter, "a River job still running this long by the database's clock (its sidecar died) is handed back; at least --job-timeout")
+	f.Duration(&cfg.CloseAfter, "close-after", 0, "every minute, move CANCELLED orders cancelled longer ago than this to CLOSED (close_cancelled); 0: never")
+	f.Duration(&cfg.PurgeAfter, "purge-after", 0, "every minute, delete CLOSED orders closed longer ago than this with every row about them (purge_orders); 0: never")
+	f.Duration(&cfg.PurgePaidAfter, "purge-paid-after", 0, "with --purge-after, also delete PAID orders paid longer ago than this; 0: keep them")
 	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
-	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/); \"-\" disables it")
+	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/, /console/); \"-\" disables it")
 	f.String(&allowedHosts, "http-allowed-hosts", "", "comma-separated host names the HTTP server may be reached at besides IP addresses, localhost and the host of --http (requests naming any other Host get 403: DNS rebinding)")
 	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only, read-only")
 	f.String(&cfg.UIPassword, "ui-password", "", "password for HTTP basic auth on /riverui/")
+	f.String(&cfg.ConsoleViewer, "console-viewer", "", "user:password of the console's viewer, who may read /console/ (HTTP basic auth)")
+	f.String(&cfg.ConsoleOperator, "console-operator", "", "user:password of the console's operator, who may also resolve conflicts; recorded as actor \"console:<user>\".\nWithout --console-viewer and --console-operator the console is served read-only on localhost only")
+	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's); a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
 	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
 	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile); 0 turns it off")
-	f.String(&cfg.ReconcileSource, "reconcile-source", sidecar.DefaultReconcileSource, "name of the watermark of continuous reconciliation (ordertimeout.reconcile_watermark)")
+	f.String(&cfg.ReconcileSource, "reconcile-source", "", "name of the watermark of continuous reconciliation (ordertimeout.reconcile_watermark); default gateway:<--gateway>, e.g. gateway:http")
 	f.Duration(&cfg.ReconcileOverlap, "reconcile-overlap", worker.DefaultReconcileOverlap, "each reconciliation asks again from this long before the watermark (late or skewed gateway timestamps)")
 	f.Duration(&cfg.ReconcileLookback, "reconcile-lookback", worker.DefaultReconcileLookback, "how far back the first reconciliation of a source asks")
 	log.AddFlags(f)
@@ -74,6 +87,9 @@ func runCmd(ctx context.Context, args []string) error {
 		if h = strings.TrimSpace(h); h != "" {
 			cfg.HTTPAllowedHosts = append(cfg.HTTPAllowedHosts, h)
 		}
+	}
+	if stripeKeyEnv != "" {
+		cfg.StripeKey = os.Getenv(stripeKeyEnv)
 	}
 	logger, err := log.Logger(os.Stderr)
 	if err != nil {

@@ -67,6 +67,12 @@ func (f *FlagSet) Int(p *int, name string, value int, help string) {
 	f.register(name, nil)
 }
 
+// Float64 defines a float64 flag.
+func (f *FlagSet) Float64(p *float64, name string, value float64, help string) {
+	f.fs.Float64Var(p, name, value, help)
+	f.register(name, nil)
+}
+
 // Duration defines a duration flag (Go syntax: 500ms, 2s, 1m30s).
 func (f *FlagSet) Duration(p *time.Duration, name string, value time.Duration, help string) {
 	f.fs.DurationVar(p, name, value, help)

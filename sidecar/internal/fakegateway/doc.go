@@ -18,9 +18,10 @@
 // The control API, for tests and demos:
 //
 //	POST /_fake/orders/{order_id}
-//	     {"behaviour": "instant"|"late"|"silent"|"decline"|"down"|"slow",
+//	     {"behaviour": "instant"|"late"|"silent"|"decline"|"qr"|
+//	                    "pay_on_close"|"down"|"slow",
 //	      "delay_ms": 0, "payment_id": "P1", "amount": "12.50",
-//	      "currency": "EUR"}
+//	      "currency": "EUR", "none_queries": 0}
 //	     Sets how the gateway treats the order. With payment_id, the buyer
 //	     pays now (payment behaviours only):
 //	       instant  paid at once; the callback confirms the payment at once
@@ -31,6 +32,15 @@
 //	       silent   paid at once at the gateway; no callback ever (only a
 //	                query finds it)
 //	       decline  the payment fails; the callback reports the failure
+//	       qr       Alipay's QR code: the first none_queries queries answer
+//	                none (TRADE_NOT_EXIST: not scanned yet), then the
+//	                payment is there, paid; no callback ever (a close
+//	                before the scan closes it: the code is then refused)
+//	       pay_on_close  WeChat Pay's ORDERPAID: queries answer pending;
+//	                the buyer pays as the first close arrives, which
+//	                answers paid (a payment, not a failed close)
+//	     A close of an order already closed answers closed again: closing
+//	     twice is success.
 //	     Answer behaviours, for the gateway API about this order:
 //	       down     503 Service Unavailable
 //	       slow     answers after delay_ms

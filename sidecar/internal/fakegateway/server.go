@@ -26,6 +26,13 @@ const (
 	Decline = "decline"
 	Down    = "down"
 	Slow    = "slow"
+	// QR is Alipay's QR code: the gateway knows no trade (status none,
+	// TRADE_NOT_EXIST) for the first NoneQueries queries, until the buyer
+	// scans; then the payment is there, paid, and no callback comes.
+	QR = "qr"
+	// PayOnClose is WeChat Pay's ORDERPAID: queries answer pending, and the
+	// buyer pays as the close arrives, so the close answers paid.
+	PayOnClose = "pay_on_close"
 	// Normal is the default behaviour of the whole gateway.
 	Normal = "normal"
 )
@@ -41,6 +48,8 @@ type Behaviour struct {
 	PaymentID string           `json:"payment_id,omitempty"`
 	Amount    gateway.Amount   `json:"amount,omitempty"`
 	Currency  gateway.Currency `json:"currency,omitempty"`
+	// NoneQueries is how many queries behaviour qr answers none.
+	NoneQueries int `json:"none_queries,omitempty"`
 }
 
 // OrderState is what the fake knows about one order (GET
@@ -100,6 +109,8 @@ type order struct {
 	closed    bool
 	closes    int
 	refunds   int
+	// noneQueries is how many more queries answer none (behaviour qr).
+	noneQueries int
 }
 
 // New returns a fake gateway calling back into db (which may be nil).
@@ -194,12 +205,15 @@ func (s *Server) Order(orderID string) OrderState {
 // Set does what POST /_fake/orders/{order_id} does.
 func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 	switch b.Behaviour {
-	case Instant, Late, Silent, Decline, Down, Slow:
+	case Instant, Late, Silent, Decline, Down, Slow, QR, PayOnClose:
 	default:
-		return fmt.Errorf("behaviour must be instant, late, silent, decline, down or slow, got %q", b.Behaviour)
+		return fmt.Errorf("behaviour must be instant, late, silent, decline, down, slow, qr or pay_on_close, got %q", b.Behaviour)
 	}
 	if b.DelayMS < 0 {
 		return fmt.Errorf("delay_ms must not be negative, got %d", b.DelayMS)
+	}
+	if b.NoneQueries < 0 {
+		return fmt.Errorf("none_queries must not be negative, got %d", b.NoneQueries)
 	}
 	s.mu.Lock()
 	o := s.order(orderID)
@@ -214,6 +228,14 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 	case Instant, Silent:
 		o.status = gateway.StatusPaid
 		s.ledger.paid(orderID, o)
+	case QR:
+		o.status = gateway.StatusPaid
+		o.noneQueries = b.NoneQueries
+		if o.noneQueries == 0 {
+			s.ledger.paid(orderID, o) // scanned at once
+		}
+	case PayOnClose:
+		o.status = gateway.StatusPending
 	case Decline:
 		o.status = gateway.StatusFailed
 	case Late:
@@ -365,6 +387,13 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	s.mu.Lock()
 	st := s.orderState(id)
+	if o, ok := s.orders[id]; ok && o.noneQueries > 0 {
+		o.noneQueries-- // the QR code is not scanned yet
+		st.Status = gateway.StatusNone
+		if o.noneQueries == 0 {
+			s.ledger.paid(id, o) // scanned now: the next query finds it
+		}
+	}
 	s.mu.Unlock()
 	out := gateway.Order{OrderID: id, Status: st.Status}
 	if st.Status == gateway.StatusPaid {
@@ -383,6 +412,14 @@ func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	o := s.order(id)
 	o.closes++
+	if o.behaviour == PayOnClose && !o.closed && o.paymentID != "" && o.status != gateway.StatusPaid {
+		o.status = gateway.StatusPaid // ORDERPAID: the buyer was faster
+		s.ledger.paid(id, o)
+	}
+	if o.noneQueries > 0 {
+		// Closed before the QR code was scanned: it can no longer be paid.
+		o.status, o.noneQueries = gateway.StatusFailed, 0
+	}
 	var out gateway.CloseResult
 	if o.status == gateway.StatusPaid {
 		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount, Currency: o.currency}

@@ -1,6 +1,7 @@
 package fakegateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,11 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var bg = context.Background()
 
 // The control API over HTTP, and the callbacks into the database.
 func TestControlAPIAndCallbacks(t *testing.T) {
@@ -112,4 +116,55 @@ func TestControlAPIAndCallbacks(t *testing.T) {
 	require.EqualValues(t, 1, out["closes"])
 	require.EqualValues(t, 3, out["callbacks"])
 	require.EqualValues(t, 0, out["callback_errors"])
+}
+
+// The Chinese gateways' semantics: an order the gateway does not know yet
+// (Alipay's TRADE_NOT_EXIST before the QR code is scanned) answers none,
+// then paid; a close answered "already paid" (WeChat Pay's ORDERPAID) is a
+// payment; closing twice is success.
+func TestChineseGatewaySemantics(t *testing.T) {
+	t.Parallel()
+	fake := fakegateway.New(nil, sidecartest.Logger())
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	t.Cleanup(fake.Close)
+	c := &gateway.Client{BaseURL: srv.URL}
+	ref := func(id string) gateway.Ref { return gateway.Ref{OrderID: id} }
+
+	require.NoError(t, fake.Set(bg, "Q1", fakegateway.Behaviour{Behaviour: fakegateway.QR, PaymentID: "PQ", Amount: "5.00", Currency: "CNY", NoneQueries: 2}))
+	for range 2 {
+		o, err := c.Order(bg, ref("Q1"))
+		require.NoError(t, err)
+		require.Equal(t, gateway.StatusNone, o.Status, "not scanned yet")
+	}
+	o, err := c.Order(bg, ref("Q1"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "Q1", Status: gateway.StatusPaid, PaymentID: "PQ", Amount: "5.00", Currency: "CNY"}, o)
+
+	// Closed before the scan: never paid.
+	require.NoError(t, fake.Set(bg, "Q2", fakegateway.Behaviour{Behaviour: fakegateway.QR, PaymentID: "PQ2", NoneQueries: 5}))
+	r, err := c.Close(bg, ref("Q2"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseClosed, r.Status)
+	o, err = c.Order(bg, ref("Q2"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusFailed, o.Status)
+
+	// ORDERPAID: pending until the close, which finds it paid.
+	require.NoError(t, fake.Set(bg, "W1", fakegateway.Behaviour{Behaviour: fakegateway.PayOnClose, PaymentID: "PW", Amount: "8.80", Currency: "CNY"}))
+	o, err = c.Order(bg, ref("W1"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusPending, o.Status)
+	r, err = c.Close(bg, ref("W1"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "PW", Amount: "8.80", Currency: "CNY"}, r)
+
+	// Closing an order twice, or one never seen: closed each time.
+	for range 2 {
+		r, err = c.Close(bg, ref("N1"))
+		require.NoError(t, err)
+		require.Equal(t, gateway.CloseClosed, r.Status)
+	}
+	require.Equal(t, 2, fake.Order("N1").Closes)
+	require.True(t, fake.Order("N1").Closed)
 }

@@ -1,4 +1,7 @@
-// Package gateway is the sidecar's HTTP client for the payment gateway.
+// Package gateway is the sidecar's view of the payment gateway: the
+// Gateway interface its workers use, the driver for the JSON contract below
+// (Client, --gateway http), and a rate limit around any driver (Limited).
+// The Stripe driver is package gateway/stripe (--gateway stripe).
 //
 // The gateway is the outside world's truth about money: before a timeout
 // cancels an order whose payment may have been started, the sidecar asks it;
@@ -12,6 +15,17 @@
 //	     status none: the gateway knows no payment for the order.
 //	     payment_id, amount and currency are set when status is paid.
 //
+//	     none is unknown, never unpaid. The Chinese gateways answer "order
+//	     not found" (Alipay's TRADE_NOT_EXIST, WeChat Pay's ORDERNOTEXIST)
+//	     until the buyer scans the QR code; an adapter answers none then.
+//	     The sidecar takes none for "not paid" only when the gateway can
+//	     no longer take a payment: once the expiry the shop gave the
+//	     gateway (gateway_expire_at from begin_payment) has passed by the
+//	     database's clock, or, for an order without one, after asking
+//	     worker.NoneAsks times with a growing pause (about 3 s). Acting on
+//	     it is still safe: a cancel is followed by a close, and money that
+//	     arrives later is a late-payment conflict, resolved by policy.
+//
 //	POST /v1/orders/{order_id}/close
 //	     200 {"status": "closed"}
 //	     200 {"status": "paid", "payment_id": "P1", "amount": "12.50",
@@ -19,6 +33,13 @@
 //	     closed: no payment can complete for the order any more (also
 //	     returned for an order the gateway never saw). paid: too late, the
 //	     buyer has paid. Repeating a close gives the same answer.
+//
+//	     An adapter maps the gateways' close errors onto these: closing an
+//	     order already closed (Alipay's TRADE_STATUS_ERROR on a closed
+//	     trade, WeChat Pay's ORDERCLOSED) is closed, success; a close
+//	     refused because the buyer paid (WeChat Pay's ORDERPAID, Alipay's
+//	     TRADE_SUCCESS) is paid with the payment: the sidecar confirms it,
+//	     which on a cancelled order records a late-payment conflict.
 //
 //	POST /v1/refunds
 //	     {"order_id": "A1", "payment_id": "P1", "amount": "12.50",
@@ -73,4 +94,12 @@
 // the caller changes no state). Every request has its own timeout and is
 // retried a couple of times while the gateway is unavailable; the POSTs are
 // safe to repeat by the contract above.
+//
+// Rate limit (--gateway-rate, --gateway-burst; Limited): calls wait for a
+// token of a bucket refilled at the rate, up to MaxWait; a call that would
+// wait longer is not sent (ErrThrottled) and its job snoozes until about
+// when a token is free, so a backlog (10,000 flash-sale orders expiring in
+// one second, each with a close) drains at the rate without holding River's
+// workers. Metrics: ordertimeout_gateway_throttled_total{op,result} and
+// ordertimeout_gateway_throttle_wait_seconds{op}.
 package gateway

@@ -144,9 +144,12 @@ type Client struct {
 	Observe func(op, result string, elapsed time.Duration)
 }
 
-// Order asks the gateway about the merchant order orderID: whether it is paid,
-// whatever payment it was paid with (also a payment the shop never heard of).
-func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
+// Order asks the gateway about the merchant order ref.OrderID: whether it is
+// paid, whatever payment it was paid with (also a payment the shop never
+// heard of). The contract keys orders by the merchant's id: ref.PaymentIDs is
+// not sent.
+func (c *Client) Order(ctx context.Context, ref Ref) (Order, error) {
+	orderID := ref.OrderID
 	var o Order
 	err := c.do(ctx, "order", http.MethodGet, "/v1/orders/"+PathSegment(orderID), nil, &o)
 	if err != nil {
@@ -170,10 +173,11 @@ func (c *Client) Order(ctx context.Context, orderID string) (Order, error) {
 	return o, nil
 }
 
-// Close closes the payment of order orderID at the gateway so that the buyer
-// can no longer complete it. A CloseResult with Status ClosePaid means the
-// buyer paid before the close.
-func (c *Client) Close(ctx context.Context, orderID string) (CloseResult, error) {
+// Close closes the payment of order ref.OrderID at the gateway so that the
+// buyer can no longer complete it. A CloseResult with Status ClosePaid means
+// the buyer paid before the close.
+func (c *Client) Close(ctx context.Context, ref Ref) (CloseResult, error) {
+	orderID := ref.OrderID
 	var r CloseResult
 	err := c.do(ctx, "close", http.MethodPost, "/v1/orders/"+PathSegment(orderID)+"/close", struct{}{}, &r)
 	if err != nil {

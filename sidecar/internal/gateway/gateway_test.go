@@ -27,21 +27,21 @@ func TestClientAgainstFake(t *testing.T) {
 	t.Cleanup(fake.Close)
 	c := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
 
-	o, err := c.Order(ctx, "A1")
+	o, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.NoError(t, err)
 	require.Equal(t, gateway.StatusNone, o.Status)
 
 	require.NoError(t, fake.Set(ctx, "A1", fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "P1", Amount: "12.50"}))
-	o, err = c.Order(ctx, "A1")
+	o, err = c.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.NoError(t, err)
 	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "P1", Amount: "12.50"}, o)
 
-	cl, err := c.Close(ctx, "A1")
+	cl, err := c.Close(ctx, gateway.Ref{OrderID: "A1"})
 	require.NoError(t, err)
 	require.Equal(t, gateway.ClosePaid, cl.Status)
 	require.Equal(t, "P1", cl.PaymentID)
 
-	cl, err = c.Close(ctx, "B1")
+	cl, err = c.Close(ctx, gateway.Ref{OrderID: "B1"})
 	require.NoError(t, err)
 	require.Equal(t, gateway.CloseClosed, cl.Status)
 
@@ -59,7 +59,7 @@ func TestClientAgainstFake(t *testing.T) {
 	// A down gateway: ErrUnavailable after the retries.
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Down}))
 	before := fake.Stats().Queries
-	_, err = c.Order(ctx, "A1")
+	_, err = c.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
 	require.Equal(t, before+1+gateway.DefaultRetries, fake.Stats().Queries)
 
@@ -67,7 +67,7 @@ func TestClientAgainstFake(t *testing.T) {
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 2000}))
 	slow := &gateway.Client{BaseURL: srv.URL, Timeout: 100 * time.Millisecond, Retries: -1}
 	start := time.Now()
-	_, err = slow.Order(ctx, "A1")
+	_, err = slow.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
 	require.Less(t, time.Since(start), time.Second)
 }
@@ -103,7 +103,7 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 			c := &gateway.Client{BaseURL: srv.URL, Retries: 1, Observe: func(op, result string, _ time.Duration) {
 				observed = append(observed, op+":"+result)
 			}}
-			_, err := c.Order(ctx, "A1")
+			_, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
 			require.ErrorIs(t, err, tc.want)
 			require.Contains(t, err.Error(), `order "A1"`)
 			if tc.want == gateway.ErrUnavailable {
@@ -119,7 +119,7 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	_, err := (&gateway.Client{BaseURL: url, Retries: -1}).Close(ctx, "A1")
+	_, err := (&gateway.Client{BaseURL: url, Retries: -1}).Close(ctx, gateway.Ref{OrderID: "A1"})
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
 }
 
@@ -195,11 +195,11 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 			t.Parallel()
 			srv, calls := answerServer(t, 200, body)
 			c := &gateway.Client{BaseURL: srv.URL, Retries: 1}
-			o, err := c.Order(ctx, "A1")
+			o, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
 			require.ErrorIs(t, err, gateway.ErrBadAnswer, "answer %q gave %+v", body, o)
 			require.Zero(t, o)
 			require.EqualValues(t, 1, calls.Load(), "a bad answer is not retried by the client")
-			cl, err := c.Close(ctx, "A1")
+			cl, err := c.Close(ctx, gateway.Ref{OrderID: "A1"})
 			if name != "status in other case" { // "PAID" is not a close status either way
 				require.ErrorIs(t, err, gateway.ErrBadAnswer, "close answer %q gave %+v", body, cl)
 			}
@@ -219,7 +219,7 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 	}
 	for body, want := range good {
 		srv, _ := answerServer(t, 200, body)
-		o, err := (&gateway.Client{BaseURL: srv.URL}).Order(ctx, "A1")
+		o, err := (&gateway.Client{BaseURL: srv.URL}).Order(ctx, gateway.Ref{OrderID: "A1"})
 		require.NoError(t, err, body)
 		require.Equal(t, want, o, body)
 	}
@@ -278,7 +278,7 @@ func TestClientFollowsNoRedirect(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		c := &gateway.Client{BaseURL: srv.URL, Token: "secret"}
-		_, err := c.Order(ctx, "A1")
+		_, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
 		require.ErrorIs(t, err, gateway.ErrBadAnswer, "HTTP %d", code)
 		_, err = c.Refund(ctx, gateway.RefundRequest{OrderID: "A1", PaymentID: "P1", IdempotencyKey: "P1"})
 		require.ErrorIs(t, err, gateway.ErrBadAnswer, "HTTP %d", code)
@@ -306,7 +306,7 @@ func TestOrderIDsAreEscapedInPaths(t *testing.T) {
 	}))
 	t.Cleanup(rec.Close)
 	for _, id := range []string{".", "..", "a/b", "a?b", "a#b", "%"} {
-		_, err := (&gateway.Client{BaseURL: rec.URL}).Order(ctx, id)
+		_, err := (&gateway.Client{BaseURL: rec.URL}).Order(ctx, gateway.Ref{OrderID: id})
 		require.NoError(t, err)
 	}
 	require.Equal(t, []string{"/v1/orders/%2E", "/v1/orders/%2E%2E", "/v1/orders/a%2Fb", "/v1/orders/a%3Fb", "/v1/orders/a%23b", "/v1/orders/%25"}, paths)
@@ -321,10 +321,10 @@ func TestOrderIDsAreEscapedInPaths(t *testing.T) {
 		require.NoError(t, fake.Set(ctx, id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: pid, Amount: "1.50"}))
 	}
 	for i, id := range ids {
-		o, err := c.Order(ctx, id)
+		o, err := c.Order(ctx, gateway.Ref{OrderID: id})
 		require.NoError(t, err, "id %q", id)
 		require.Equal(t, gateway.Order{OrderID: id, Status: gateway.StatusPaid, PaymentID: fmt.Sprintf("P%d", i), Amount: "1.50"}, o, "id %q", id)
-		cl, err := c.Close(ctx, id)
+		cl, err := c.Close(ctx, gateway.Ref{OrderID: id})
 		require.NoError(t, err, "id %q", id)
 		require.Equal(t, fmt.Sprintf("P%d", i), cl.PaymentID, "id %q", id)
 	}

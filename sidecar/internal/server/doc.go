@@ -1,6 +1,7 @@
 // Package server is the sidecar's HTTP server: /metrics (Prometheus text
 // format), /healthz (the process is up), /readyz (the database answers and
-// River is working) and River's web UI at /riverui/.
+// River is working), River's web UI at /riverui/ and the ordertimeout
+// console at /console/ (package console, with its own users).
 //
 // It listens on localhost unless configured otherwise. River's UI can
 // cancel, delete and retry jobs and has no authentication of its own: with

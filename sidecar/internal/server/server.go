@@ -39,6 +39,10 @@ type Server struct {
 	// anything (any method but GET, HEAD and OPTIONS) is refused.
 	UIUser, UIPassword string
 
+	// Console, if set, is served at /console/ (package console); it does
+	// its own authentication.
+	Console http.Handler
+
 	// AllowedHosts are more host names the server may be reached at (the
 	// Host header of a request), e.g. "sidecar-1.internal" behind a proxy.
 	// Without them a request must name an IP address, "localhost" or the
@@ -96,6 +100,9 @@ func (s *Server) routes() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	if s.Console != nil {
+		mux.Handle("/console/", s.Console)
+	}
 	if s.RiverUI != nil {
 		switch {
 		case s.UIUser != "":

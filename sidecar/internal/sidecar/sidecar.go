@@ -19,8 +19,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/dbclock"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
@@ -66,6 +68,7 @@ const (
 	DefaultJobTimeout      = time.Minute
 	DefaultRescueAfter     = 2 * time.Minute
 	DefaultConflictRescan  = 5 * time.Minute
+	DefaultRetentionEvery  = time.Minute
 )
 
 // riverRescueBackstop is added to RescueAfter for River's own stuck-job
@@ -82,10 +85,23 @@ type Config struct {
 	// sidecar causes. If empty, "<hostname>-<pid>".
 	Name string
 
+	// GatewayDriver is gateway.DriverHTTP (the JSON contract at
+	// GatewayURL) or gateway.DriverStripe (Stripe's API with StripeKey).
+	// If empty, gateway.DriverHTTP.
+	GatewayDriver  string
 	GatewayURL     string
 	GatewayToken   string
 	GatewayTimeout time.Duration
 	GatewayRetries int
+	// StripeKey is Stripe's secret API key (driver stripe), read from the
+	// environment by the command. StripeURL, if set, replaces Stripe's API
+	// address (stripe-mock in tests).
+	StripeKey string
+	StripeURL string
+	// GatewayRate limits calls to the gateway to this many a second, in
+	// bursts of at most GatewayBurst (0: max(1, ceil(rate))). 0: no limit.
+	GatewayRate  float64
+	GatewayBurst int
 
 	WebhookURL    string
 	WebhookSecret string
@@ -111,6 +127,17 @@ type Config struct {
 	RescueAfter    time.Duration
 	ConflictRescan time.Duration
 
+	// CloseAfter, PurgeAfter and PurgePaidAfter are the retention: every
+	// RetentionEvery the elected leader closes CANCELLED orders older than
+	// CloseAfter and purges CLOSED orders older than PurgeAfter and PAID
+	// ones older than PurgePaidAfter (worker.RetentionWorker). Zero turns
+	// each off; PurgePaidAfter needs PurgeAfter. RetentionEvery defaults to
+	// DefaultRetentionEvery.
+	CloseAfter     time.Duration
+	PurgeAfter     time.Duration
+	PurgePaidAfter time.Duration
+	RetentionEvery time.Duration
+
 	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
 	// server.DefaultAddr.
 	HTTPAddr string
@@ -121,6 +148,17 @@ type Config struct {
 	UIPassword       string
 	MetricsInterval  time.Duration
 
+	// ConsoleViewer and ConsoleOperator are the console's users,
+	// "user:password" each (package console). Without either, the console
+	// is served read-only to anyone when the HTTP server listens on
+	// loopback, and not at all otherwise.
+	ConsoleViewer, ConsoleOperator string
+	// ConsoleDatabaseURL, if set, is the connection the console reads and
+	// acts with, e.g. a role in ordertimeout_admin (to see resolved
+	// conflicts, holds and releases) and ordertimeout_sidecar. If empty,
+	// the sidecar's own pool.
+	ConsoleDatabaseURL string
+
 	ShutdownTimeout time.Duration
 	DBMaxConns      int
 
@@ -130,7 +168,7 @@ type Config struct {
 	// to DefaultReconcileEvery).
 	ReconcileEvery time.Duration
 	// ReconcileSource names the watermark of continuous reconciliation. If
-	// empty, DefaultReconcileSource.
+	// empty, "gateway:<GatewayDriver>" ("gateway:http", "gateway:stripe").
 	ReconcileSource string
 	// ReconcileOverlap and ReconcileLookback: see package worker; zero
 	// means their defaults.
@@ -140,11 +178,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of continuous reconciliation.
-const (
-	DefaultReconcileEvery  = time.Minute
-	DefaultReconcileSource = "gateway:http"
-)
+// DefaultReconcileEvery is the run command's default period of continuous
+// reconciliation.
+const DefaultReconcileEvery = time.Minute
 
 // DefaultName returns "<hostname>-<pid>".
 func DefaultName() string {
@@ -169,6 +205,8 @@ type Sidecar struct {
 	reg     *metrics.Registry
 	http    *server.Server
 	ui      *riverui.Handler
+	// consolePool is the console's own pool (ConsoleDatabaseURL), or nil.
+	consolePool *pgxpool.Pool
 
 	httpAddr     net.Addr
 	riverRunning atomic.Bool
@@ -180,8 +218,20 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("database URL is required (--database-url or DATABASE_URL)")
 	}
-	if cfg.GatewayURL == "" {
-		return nil, errors.New("gateway URL is required (--gateway-url)")
+	switch cfg.GatewayDriver {
+	case "", gateway.DriverHTTP:
+		if cfg.GatewayURL == "" {
+			return nil, errors.New("gateway URL is required (--gateway-url)")
+		}
+	case gateway.DriverStripe:
+		if cfg.StripeKey == "" {
+			return nil, errors.New("gateway stripe needs Stripe's secret API key in the environment (--stripe-key-env, default STRIPE_API_KEY)")
+		}
+	default:
+		return nil, fmt.Errorf("gateway must be http or stripe, got %q", cfg.GatewayDriver)
+	}
+	if cfg.GatewayRate < 0 || cfg.GatewayBurst < 0 {
+		return nil, fmt.Errorf("gateway-rate and gateway-burst must not be negative, got %v and %d", cfg.GatewayRate, cfg.GatewayBurst)
 	}
 	if err := checkWebhook(cfg); err != nil {
 		return nil, err
@@ -206,6 +256,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return nil, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+	}
+	if err := checkRetention(&cfg); err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -232,29 +285,75 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}, clock: &dbclock.Clock{}}
 	if err := s.build(); err != nil {
 		pool.Close()
+		if s.consolePool != nil {
+			s.consolePool.Close()
+		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// gateway builds the gateway driver of the configuration, rate-limited
+// when GatewayRate is set.
+func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gateway.Gateway, error) {
+	cfg := s.cfg
+	var gw gateway.Gateway
+	if cfg.GatewayDriver == gateway.DriverStripe {
+		d, err := stripe.New(stripe.Config{Key: cfg.StripeKey, URL: cfg.StripeURL, Timeout: cfg.GatewayTimeout, Retries: cfg.GatewayRetries, Observe: observe})
+		if err != nil {
+			return nil, err
+		}
+		gw = d
+	} else {
+		gw = &gateway.Client{
+			BaseURL: cfg.GatewayURL,
+			Token:   cfg.GatewayToken,
+			Timeout: cfg.GatewayTimeout,
+			Retries: cfg.GatewayRetries,
+			Observe: observe,
+		}
+	}
+	if cfg.GatewayRate == 0 {
+		return gw, nil
+	}
+	l, err := gateway.NewLimited(gw, cfg.GatewayRate, cfg.GatewayBurst)
+	if err != nil {
+		return nil, err
+	}
+	throttled := s.reg.NewCounter("ordertimeout_gateway_throttled_total",
+		"Calls to the payment gateway the rate limit (--gateway-rate) held back, by operation and result: waited (sent after a wait) or snoozed (not sent: the job asks later).",
+		"op", "result")
+	waits := s.reg.NewHistogram("ordertimeout_gateway_throttle_wait_seconds",
+		"How long calls to the payment gateway waited for the rate limit.",
+		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}, "op")
+	l.Observe = func(op string, waited time.Duration, sent bool) {
+		if sent {
+			throttled.Inc(op, "waited")
+		} else {
+			throttled.Inc(op, "snoozed")
+		}
+		if waited > 0 {
+			waits.Observe(waited.Seconds(), op)
+		}
+	}
+	return l, nil
 }
 
 func (s *Sidecar) build() error {
 	cfg, logger, reg := s.cfg, s.logger, s.reg
 
 	gatewayCalls := reg.NewCounter("ordertimeout_gateway_calls_total",
-		"Calls this sidecar made to the payment gateway, by operation (order, close, refund) and result (ok, unavailable, bad_answer).",
+		"Calls this sidecar made to the payment gateway, by operation (order, close, refund, payments) and result (ok, unavailable, bad_answer, bad_request).",
 		"op", "result")
 	gatewaySeconds := reg.NewHistogram("ordertimeout_gateway_call_seconds",
 		"Duration of this sidecar's calls to the payment gateway.",
 		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, "op")
-	gw := &gateway.Client{
-		BaseURL: cfg.GatewayURL,
-		Token:   cfg.GatewayToken,
-		Timeout: cfg.GatewayTimeout,
-		Retries: cfg.GatewayRetries,
-		Observe: func(op, result string, d time.Duration) {
-			gatewayCalls.Inc(op, result)
-			gatewaySeconds.Observe(d.Seconds(), op)
-		},
+	gw, err := s.gateway(func(op, result string, d time.Duration) {
+		gatewayCalls.Inc(op, result)
+		gatewaySeconds.Observe(d.Seconds(), op)
+	})
+	if err != nil {
+		return err
 	}
 
 	jobOutcomes := reg.NewCounter("ordertimeout_jobs_total",
@@ -277,7 +376,7 @@ func (s *Sidecar) build() error {
 		"Gateway transactions reported for a person, by outcome (amount_differs, refund_unknown, unknown_order, other_order): nothing in the database resolves them.",
 		"outcome")
 	workers := river.NewWorkers()
-	err := worker.Register(workers, &worker.Deps{
+	err = worker.Register(workers, &worker.Deps{
 		Reconciled: func(outcome string) {
 			reconciled.Inc(outcome)
 			if reconcile.IsLostCallback(outcome) {
@@ -312,6 +411,16 @@ func (s *Sidecar) build() error {
 	if err != nil {
 		return err
 	}
+	var periodic []*river.PeriodicJob
+	if cfg.CloseAfter > 0 || cfg.PurgeAfter > 0 {
+		retention := &worker.RetentionWorker{Deps: &worker.Deps{Pool: s.pool, Logger: logger, Outcome: func(kind, outcome string) {
+			jobOutcomes.Inc(kind, outcome)
+		}}, CloseAfter: cfg.CloseAfter, PurgeAfter: cfg.PurgeAfter, PurgePaidAfter: cfg.PurgePaidAfter}
+		if err := river.AddWorkerSafely(workers, retention); err != nil {
+			return fmt.Errorf("register retention worker: %w", err)
+		}
+		periodic = append(periodic, retention.PeriodicJob(cfg.RetentionEvery))
+	}
 
 	// Only queue "ordertimeout". Never add queue "ordertimeout_expire": its
 	// rows are timers that only ordertimeout.sweep_due may claim.
@@ -321,21 +430,20 @@ func (s *Sidecar) build() error {
 	// database's clock (package dbclock), so a host clock minutes off does
 	// not stretch or void a snooze. River's interface for this lives in its
 	// test config but is meant for production use (rivertype.TimeGenerator).
-	var periodic []*river.PeriodicJob
 	if cfg.ReconcileEvery > 0 {
-		args := worker.ReconcileArgs{Source: cmpOr(cfg.ReconcileSource, DefaultReconcileSource)}
+		args := worker.ReconcileArgs{Source: cmpOr(cfg.ReconcileSource, "gateway:"+cmpOr(cfg.GatewayDriver, gateway.DriverHTTP))}
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
 		Logger:               logger.With("component", "river"),
-		PeriodicJobs:         periodic,
 		Queues:               map[string]river.QueueConfig{worker.Queue: {MaxWorkers: cfg.MaxWorkers}},
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter + riverRescueBackstop,
+		PeriodicJobs:         periodic,
 		Workers:              workers,
 		Test:                 river.TestConfig{Time: s.clock},
 	})
@@ -425,6 +533,10 @@ func (s *Sidecar) build() error {
 			return fmt.Errorf("create River UI: %w", err)
 		}
 		s.ui = ui
+		consoleHandler, err := s.newConsole()
+		if err != nil {
+			return err
+		}
 		s.http = &server.Server{
 			Addr:         cfg.HTTPAddr,
 			Metrics:      reg.Handler(),
@@ -435,8 +547,71 @@ func (s *Sidecar) build() error {
 			AllowedHosts: cfg.HTTPAllowedHosts,
 			Logger:       logger.With("component", "http"),
 		}
+		if consoleHandler != nil {
+			s.http.Console = consoleHandler
+		}
 	}
 	return nil
+}
+
+// newConsole builds the console's handler, or returns nil when it is not
+// served (no users configured and the HTTP server reachable beyond
+// loopback).
+func (s *Sidecar) newConsole() (http.Handler, error) {
+	cfg := s.cfg
+	viewer, err := console.ParseCredentials(cfg.ConsoleViewer)
+	if err != nil {
+		return nil, fmt.Errorf("console viewer: %w", err)
+	}
+	operator, err := console.ParseCredentials(cfg.ConsoleOperator)
+	if err != nil {
+		return nil, fmt.Errorf("console operator: %w", err)
+	}
+	anonymous := viewer.User == "" && operator.User == ""
+	if anonymous && !isLoopbackAddr(cmpOr(cfg.HTTPAddr, server.DefaultAddr)) {
+		s.logger.Warn("console not served: the HTTP server listens beyond localhost and no console viewer or operator is set")
+		return nil, nil
+	}
+	pool := s.pool
+	if cfg.ConsoleDatabaseURL != "" {
+		pc, err := pgxpool.ParseConfig(cfg.ConsoleDatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("parse console database URL: %w", err)
+		}
+		pc.MaxConns = 4
+		if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+			pc.ConnConfig.RuntimeParams["application_name"] = "ordertimeout console:" + cfg.Name
+		}
+		if s.consolePool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
+			return nil, fmt.Errorf("connect the console to the database: %w", err)
+		}
+		pool = s.consolePool
+	}
+	h, err := console.New(console.Config{
+		Pool:         pool,
+		Viewer:       viewer,
+		Operator:     operator,
+		Anonymous:    anonymous,
+		TrustedHosts: cfg.HTTPAllowedHosts,
+		Logger:       s.logger.With("component", "console"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// isLoopbackAddr reports whether a listen address names a loopback host.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Pool returns the sidecar's database pool.
@@ -473,6 +648,9 @@ func (s *Sidecar) Ready(ctx context.Context) error {
 // gracefully and returns nil. It closes the pool when it returns.
 func (s *Sidecar) Run(ctx context.Context) error {
 	defer s.pool.Close()
+	if s.consolePool != nil {
+		defer s.consolePool.Close()
+	}
 	logger := s.logger
 
 	if s.http != nil {
@@ -582,4 +760,26 @@ func cmpOr[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// checkRetention checks the retention settings of cfg and sets the default
+// of RetentionEvery.
+func checkRetention(cfg *Config) error {
+	const most = 100 * 365 * 24 * time.Hour // purge_orders' bound
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"close-after", cfg.CloseAfter}, {"purge-after", cfg.PurgeAfter}, {"purge-paid-after", cfg.PurgePaidAfter}} {
+		if d.value < 0 || d.value > most {
+			return fmt.Errorf("%s must be between 0 (off) and 100 years, got %s", d.name, d.value)
+		}
+	}
+	if cfg.PurgePaidAfter > 0 && cfg.PurgeAfter == 0 {
+		return errors.New("purge-paid-after needs purge-after")
+	}
+	cfg.RetentionEvery = cmpOr(cfg.RetentionEvery, DefaultRetentionEvery)
+	if cfg.RetentionEvery < time.Second || cfg.RetentionEvery > 24*time.Hour {
+		return fmt.Errorf("retention interval must be between 1s and 24h, got %s", cfg.RetentionEvery)
+	}
+	return nil
 }

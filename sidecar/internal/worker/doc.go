@@ -40,7 +40,9 @@
 // the order and counts outcome "bad_answer". Other errors (database errors)
 // are returned to River, which records them and retries with its backoff; on
 // the last attempt the checks, closes and refunds snooze instead of failing
-// for good. No worker ever cancels an order that may be paid: only
-// a gateway answer of "failed" or "none" leads to cancel_checked or
-// fail_payment.
+// for good. A call the gateway rate limit holds back (gateway.ErrThrottled)
+// snoozes until about when a token is free (outcome "throttled"). No worker
+// ever cancels an order that may be paid: only a gateway answer of "failed",
+// or of "none" once the gateway can no longer take the payment (see
+// noneIsFinal), leads to cancel_checked or fail_payment.
 package worker

@@ -43,7 +43,13 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		w.outcome(job.Kind, "paused")
 		return river.JobSnooze(pausedSnooze)
 	}
-	r, err := w.Gateway.Close(ctx, a.OrderID)
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
+	if errors.Is(err, errUnknownOrder) {
+		ref = gateway.Ref{OrderID: a.OrderID} // close it anyway
+	} else if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	r, err := w.Gateway.Close(ctx, ref)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}

@@ -24,9 +24,11 @@ func (PaymentCheckArgs) Kind() string { return "ordertimeout_payment_check" }
 func (PaymentCheckArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
 
 // PaymentCheckWorker asks the gateway about a PAYING order: paid → confirm
-// the payment; failed or unknown to the gateway → fail the payment, so the
-// order returns to PENDING and its own timeout applies again; pending or no
-// answer → ask again later. It never cancels anything.
+// the payment; failed → fail the payment, so the order returns to PENDING
+// and its own timeout applies again; none (unknown to the gateway) → the
+// same, but only once the gateway can no longer take the payment (see
+// noneIsFinal); pending or no answer → ask again later. It never cancels
+// anything.
 type PaymentCheckWorker struct {
 	river.WorkerDefaults[PaymentCheckArgs]
 	*Deps
@@ -61,9 +63,20 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 		return nil
 	}
 
-	g, err := w.Gateway.Order(ctx, a.OrderID)
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
+	}
+	g, err := w.Gateway.Order(ctx, ref)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	if g.Status == gateway.StatusNone {
+		if final, pause := noneIsFinal(job.JobRow, st); !final {
+			log.Info("gateway knows no payment yet, asking again later", "snooze", pause)
+			w.outcome(job.Kind, "none_yet")
+			return river.JobSnooze(pause)
+		}
 	}
 	switch g.Status {
 	case gateway.StatusPaid:

@@ -27,8 +27,10 @@ func (PrecancelCheckArgs) InsertOpts() river.InsertOpts { return river.InsertOpt
 
 // PrecancelCheckWorker asks the gateway about a due order by its order id,
 // which also finds a payment made without begin_payment: paid → confirm the
-// payment (the order ends PAID); failed or none → cancel_checked (the cancel
-// is fenced by the version); pending or no answer → ask again later. A
+// payment (the order ends PAID); failed → cancel_checked (the cancel is
+// fenced by the version); none (the gateway knows no payment) → the same,
+// but only once the gateway can no longer take one (see noneIsFinal);
+// pending or no answer → ask again later. A
 // payment the database refuses (wrong amount: confirm_payment records a
 // conflict, which is refunded) leaves the order unpaid, so it is cancelled
 // too. While the check runs the order stays PENDING and the sweep leaves it
@@ -57,7 +59,11 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 		return nil // paid, paying, cancelled or given more time meanwhile
 	}
 
-	g, err := w.Gateway.Order(ctx, a.OrderID)
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
+	if err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
+	g, err := w.Gateway.Order(ctx, ref)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
@@ -76,7 +82,16 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 		// it is a conflict now, refunded by the conflict flow, and the order
 		// is as unpaid as before. Its timeout applies.
 		return w.cancel(ctx, job, "payment refused: "+g.PaymentID)
-	case gateway.StatusFailed, gateway.StatusNone:
+	case gateway.StatusFailed:
+		return w.cancel(ctx, job, g.Status)
+	case gateway.StatusNone:
+		// Unknown, not unpaid: the buyer may not have scanned the QR code
+		// yet (Alipay's TRADE_NOT_EXIST).
+		if final, pause := noneIsFinal(job.JobRow, st); !final {
+			log.Info("gateway knows no payment yet, asking again later", "snooze", pause)
+			w.outcome(job.Kind, "none_yet")
+			return river.JobSnooze(pause)
+		}
 		return w.cancel(ctx, job, g.Status)
 	default: // pending: the buyer is paying right now
 		pause := snoozeFor(job.JobRow)

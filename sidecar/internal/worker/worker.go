@@ -49,8 +49,9 @@ type Deps struct {
 	// Pool runs the ordertimeout API calls.
 	Pool *pgxpool.Pool
 
-	// Gateway is the payment gateway.
-	Gateway *gateway.Client
+	// Gateway is the payment gateway's driver (gateway.Client for the JSON
+	// contract, package stripe for Stripe), rate-limited or not.
+	Gateway gateway.Gateway
 
 	// WebhookURL receives the webhooks. If empty while settings.webhooks is
 	// on, webhook jobs fail (and are retried) until it is set.
@@ -138,13 +139,26 @@ type orderState struct {
 	ExpireAt time.Time
 	// Amount is the order's amount as text, nil if it has none.
 	Amount *string
+	// GatewayExpiry is how long until the expiry the shop gave the gateway
+	// (gateway_expire_at) by the database's clock, 0 when it has passed;
+	// nil when the order has none.
+	GatewayExpiry *time.Duration
 }
 
 func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderState, error) {
 	var st orderState
+	var gwLeft *float64
 	err := db.QueryRow(ctx,
-		"SELECT status, deadline_version, expire_at, amount::text FROM ordertimeout.order_info($1)",
-		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Amount)
+		`SELECT status, deadline_version, expire_at, amount::text,
+		        CASE WHEN gateway_expire_at IS NOT NULL -- greatest() ignores a NULL
+		             THEN extract(epoch FROM greatest(gateway_expire_at - clock_timestamp(), interval '0'))::float8
+		        END
+		   FROM ordertimeout.order_info($1)`,
+		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Amount, &gwLeft)
+	if gwLeft != nil {
+		d := time.Duration(*gwLeft * float64(time.Second))
+		st.GatewayExpiry = &d
+	}
 	if hasCode(err, "OT120") {
 		return orderState{}, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
 	}
@@ -152,6 +166,59 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 		return orderState{}, fmt.Errorf("read order %q: %w", orderID, err)
 	}
 	return st, nil
+}
+
+// gatewayRef names the order at the gateway: its id and the payment ids
+// begin_payment recorded for it, oldest first (a gateway keyed by its own
+// payment objects, Stripe, needs them).
+func gatewayRef(ctx context.Context, db *pgxpool.Pool, orderID string) (gateway.Ref, error) {
+	ref := gateway.Ref{OrderID: orderID}
+	rows, err := db.Query(ctx, "SELECT payment_id FROM ordertimeout.order_payments($1)", orderID)
+	if err != nil {
+		return ref, fmt.Errorf("read payments of order %q: %w", orderID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if hasCode(err, "OT120") {
+		return ref, fmt.Errorf("read payments of order %q: %w", orderID, errUnknownOrder)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("read payments of order %q: %w", orderID, err)
+	}
+	ref.PaymentIDs = ids
+	return ref, nil
+}
+
+// NoneAsks is how many times a check asks the gateway about an order that
+// has no gateway expiry (gateway_expire_at) before it takes an answer of
+// "none" for "not paid".
+const NoneAsks = 3
+
+// noneIsFinal decides what a check does with the answer "none" (the gateway
+// knows no payment for the order: Alipay's TRADE_NOT_EXIST before the QR
+// code is scanned). It is unknown, never unpaid, while the gateway may still
+// take a payment. The check acts on it as "not paid" only:
+//
+//   - once the expiry the shop gave the gateway (gateway_expire_at) has
+//     passed by the database's clock: the gateway takes no payment after
+//     it; before it, the check snoozes until it passes;
+//   - for an order without one, once the job has run at least NoneAsks
+//     times, with the doubling pause between. The job's snoozes count the
+//     runs, so a run that met a down gateway or the rate limit counts too:
+//     after an outage, a single "none" may be enough.
+//
+// Acting on it is safe either way: a cancel is followed by a gateway close,
+// and money that arrives later anyway becomes a late-payment conflict.
+func noneIsFinal(job *rivertype.JobRow, st orderState) (final bool, pause time.Duration) {
+	if st.GatewayExpiry != nil {
+		if *st.GatewayExpiry <= 0 {
+			return true, 0
+		}
+		return false, min(*st.GatewayExpiry+minSnooze, maxSnooze)
+	}
+	if snoozes(job)+1 >= NoneAsks {
+		return true, 0
+	}
+	return false, snoozeFor(job)
 }
 
 // confirmPaid confirms a payment the gateway says is paid (a query or a
@@ -206,6 +273,18 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		// Timeout cancels are paused: ask again after the pause.
 		d.outcome(kind, "paused")
 		return river.JobSnooze(pausedSnooze)
+	case errors.Is(err, gateway.ErrThrottled):
+		// The rate limit holds the call back: come back when a token is
+		// about free, with jitter so that a backlog spreads out.
+		pause := time.Second
+		var te *gateway.ThrottledError
+		if errors.As(err, &te) {
+			pause = max(te.RetryAfter, 10*time.Millisecond)
+		}
+		pause += time.Duration(rand.Int64N(int64(pause)/10 + 1))
+		d.Logger.Debug("gateway rate limit reached, asking later", "kind", kind, "job_id", job.ID, "snooze", pause)
+		d.outcome(kind, "throttled")
+		return river.JobSnooze(pause)
 	case errors.Is(err, gateway.ErrUnavailable):
 		pause := snoozeFor(job.JobRow)
 		d.Logger.Warn("gateway unavailable, asking again later", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)
@@ -253,13 +332,18 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 // each snooze recorded on the job, with 10% jitter so that many jobs snoozed
 // together do not come back together.
 func snoozeFor(job *rivertype.JobRow) time.Duration {
+	d := minSnooze << min(snoozes(job), 16)
+	d = min(d, maxSnooze)
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// snoozes is how many times River recorded the job snoozed.
+func snoozes(job *rivertype.JobRow) int {
 	var meta struct {
 		Snoozes int `json:"snoozes"`
 	}
 	_ = json.Unmarshal(job.Metadata, &meta)
-	d := minSnooze << min(meta.Snoozes, 16)
-	d = min(d, maxSnooze)
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+	return meta.Snoozes
 }
 
 func hasCode(err error, code string) bool {

@@ -3,6 +3,7 @@ package dbstate
 import (
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
 	"time"
 )
@@ -165,6 +166,98 @@ func (s *State) Violations(want Expect) []string {
 		want := map[string]string{"": "late", "reinstated": "confirmed", "refunded": "refunded", "manual": "late"}[deref(c.Resolution)]
 		if p.Status != want {
 			bad("conflict %d is resolved %q but its payment %s is %s, want %s", c.ID, deref(c.Resolution), p.ID, p.Status, want)
+		}
+	}
+
+	// 6. Money is exact: a PAID order's payment is of the order's amount
+	// and currency (or, given without an amount, recorded as unverified);
+	// no amount anywhere is NaN, infinite, negative or 10^15 or more.
+	unverified := make(map[string]bool) // payments that paid without an amount
+	for _, e := range s.Events {
+		if e.To == "PAID" && e.Cause == "payment" && e.Detail["unverified"] == true {
+			unverified[e.DetailString("payment_id")] = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Orders)) {
+		o := s.Orders[id]
+		if o.Amount != nil && !ValidAmount(*o.Amount) {
+			bad("order %s has amount %s", id, *o.Amount)
+		}
+	}
+	for _, pid := range slices.Sorted(maps.Keys(s.Payments)) {
+		p := s.Payments[pid]
+		o := s.Orders[p.OrderID]
+		if p.Amount != nil && !ValidAmount(*p.Amount) {
+			bad("payment %s of order %s has amount %s", pid, p.OrderID, *p.Amount)
+		}
+		if o == nil || p.Status != "confirmed" || !Paid(o.Status) {
+			continue
+		}
+		switch {
+		case o.Amount != nil && p.Amount == nil && !unverified[pid]:
+			bad("order %s of %s is paid by payment %s without an amount, not recorded as unverified", o.ID, *o.Amount, pid)
+		case o.Amount != nil && p.Amount != nil && !SameAmount(*o.Amount, *p.Amount):
+			bad("order %s of %s is paid by payment %s of %s", o.ID, *o.Amount, pid, *p.Amount)
+		}
+		if o.Currency != nil && deref(p.Currency) != *o.Currency {
+			bad("order %s in %s is paid by payment %s in %q", o.ID, *o.Currency, pid, deref(p.Currency))
+		}
+	}
+
+	// 7. Every conflict ends in at most one resolution, a resolved one in
+	// exactly one (one event), and a refund that started is the one that
+	// finishes: a payment refunded never pays its order.
+	resolutionEvents := make(map[int64][]Event)
+	refundClaims := make(map[int64]int)
+	for _, e := range s.Events {
+		id, resolution, ok := ResolutionOf(e)
+		switch {
+		case !ok:
+		case resolution == "refunding":
+			refundClaims[id]++
+		default:
+			resolutionEvents[id] = append(resolutionEvents[id], e)
+		}
+	}
+	for _, c := range s.Conflicts {
+		if c.Amount != nil && !ValidAmount(*c.Amount) {
+			bad("conflict %d has amount %s", c.ID, *c.Amount)
+		}
+		resolved := c.Resolution != nil
+		switch {
+		case !slices.Contains([]string{"open", "refunding", "resolved"}, c.State):
+			bad("conflict %d is in unknown state %q", c.ID, c.State)
+		case (c.State == "resolved") != resolved:
+			bad("conflict %d is %s with resolution %q", c.ID, c.State, deref(c.Resolution))
+		case c.RefundStarted && c.State != "refunding" && deref(c.Resolution) != "refunded":
+			bad("conflict %d was claimed for a refund but ended %s %q", c.ID, c.State, deref(c.Resolution))
+		case c.State == "refunding" && !c.RefundStarted:
+			bad("conflict %d is refunding without a claim", c.ID)
+		}
+		evs := resolutionEvents[c.ID]
+		switch {
+		case len(evs) > 1:
+			bad("conflict %d has %d resolution events (%s in event %d, %s in event %d)", c.ID, len(evs),
+				evs[0].DetailString("resolution"), evs[0].ID, evs[1].DetailString("resolution"), evs[1].ID)
+		case resolved && len(evs) == 0:
+			bad("conflict %d is resolved %s without a resolution event", c.ID, *c.Resolution)
+		case !resolved && len(evs) == 1:
+			bad("conflict %d is %s but event %d resolved it %s", c.ID, c.State, evs[0].ID, evs[0].DetailString("resolution"))
+		case resolved && evs[0].DetailString("resolution") != *c.Resolution:
+			bad("conflict %d is resolved %s but event %d resolved it %s", c.ID, *c.Resolution, evs[0].ID, evs[0].DetailString("resolution"))
+		}
+		if n := refundClaims[c.ID]; n > 1 || (n == 1) != c.RefundStarted {
+			bad("conflict %d has %d refund claim events, claimed %v", c.ID, n, c.RefundStarted)
+		}
+		if p := s.Payments[c.PaymentID]; p != nil && p.Status == "confirmed" && (c.RefundStarted || c.RefundID != nil) {
+			bad("payment %s pays order %s, but conflict %d refunds it", p.ID, p.OrderID, c.ID)
+		}
+	}
+
+	// 8. No CLOSED order has an unresolved conflict.
+	for _, c := range s.Conflicts {
+		if o := s.Orders[c.OrderID]; o != nil && o.Status == "CLOSED" && c.Resolution == nil {
+			bad("order %s is CLOSED with conflict %d %s", o.ID, c.ID, c.State)
 		}
 	}
 
@@ -340,7 +433,8 @@ func Replay(events []Event) (final string, cancels []Event, err error) {
 		if !legal(e) {
 			return "", nil, fmt.Errorf("event %d: %s -> %s by %s is not a transition of the state machine", e.ID, from, e.To, e.Cause)
 		}
-		if e.To == "CANCELLED" && from != "CANCELLED" {
+		// A late payment takes a CLOSED order back to CANCELLED: not a cancel.
+		if e.To == "CANCELLED" && from != "CANCELLED" && from != "CLOSED" {
 			cancels = append(cancels, e)
 		}
 		status = e.To
@@ -370,10 +464,42 @@ func legal(e Event) bool {
 		return cause == "requested" // extend_deadline
 	case "CANCELLED>CLOSED":
 		return cause == "admin"
+	case "CLOSED>CANCELLED":
+		return cause == "payment" && conflict // a late payment reopens a closed order
 	case "CANCELLED>PAID", "CLOSED>PAID":
 		return cause == "conflict" && conflict // reinstated
 	}
 	return false
+}
+
+// ResolutionOf returns, for an event that resolves a conflict or claims it
+// for a refund, the conflict's id and the resolution ("refunding" for the
+// claim); ok is false for any other event.
+func ResolutionOf(e Event) (conflictID int64, resolution string, ok bool) {
+	id, has := e.DetailInt("conflict_id")
+	resolution = e.DetailString("resolution")
+	if !has || e.Cause != "conflict" || resolution == "" {
+		return 0, "", false
+	}
+	return id, resolution, true
+}
+
+// maxAmount is the bound every amount stays below: 10^15.
+var maxAmount = new(big.Rat).SetInt64(1_000_000_000_000_000)
+
+// ValidAmount reports whether a (numeric as text) is an amount of money: a
+// finite number from 0 to below 10^15. NaN and the infinities are not.
+func ValidAmount(a string) bool {
+	r, ok := new(big.Rat).SetString(a)
+	return ok && r.Sign() >= 0 && r.Cmp(maxAmount) < 0
+}
+
+// SameAmount reports whether a and b (numeric as text) are the same number,
+// as PostgreSQL compares numerics: 100.00 and 100.0 are.
+func SameAmount(a, b string) bool {
+	x, okX := new(big.Rat).SetString(a)
+	y, okY := new(big.Rat).SetString(b)
+	return okX && okY && x.Cmp(y) == 0
 }
 
 // holdMatches reports whether the hold of orderID in holds is the one the

@@ -27,6 +27,7 @@ type Order struct {
 	CreatedAt        time.Time
 	ExpireAt         time.Time
 	CancelAt         time.Time
+	GatewayExpireAt  *time.Time // the expiry begin_payment gave the gateway
 	PaidAt           *time.Time
 	CancelledAt      *time.Time
 	CancelCause      *string
@@ -35,6 +36,7 @@ type Order struct {
 	CheckJobID       *int64
 	PaymentAttempted bool
 	Amount           *string // numeric as text
+	Currency         *string
 	CouponID         *string
 	PointsAccount    *string
 	Points           *int64
@@ -70,9 +72,11 @@ func (e Event) DetailInt(key string) (int64, bool) {
 
 // Payment is one row of ordertimeout.payments.
 type Payment struct {
-	ID      string
-	OrderID string
-	Status  string
+	ID       string
+	OrderID  string
+	Status   string
+	Amount   *string // numeric as text; nil when the confirmation gave none
+	Currency *string // the order's when the confirmation gave none
 }
 
 // Conflict is one row of ordertimeout.conflicts.
@@ -81,7 +85,15 @@ type Conflict struct {
 	OrderID    string
 	PaymentID  string
 	Kind       string
+	Amount     *string // numeric as text
+	Currency   *string
+	State      string // open, refunding or resolved
 	Resolution *string
+	// RefundStarted is set once resolve_conflict(id, 'refund') claimed the
+	// conflict for a refund; RefundID is the gateway's refund, recorded by
+	// finish_refund.
+	RefundStarted bool
+	RefundID      *string
 }
 
 // Release is one row of ordertimeout.releases.
@@ -175,12 +187,13 @@ func Load(ctx context.Context, db Beginner) (*State, error) {
 		{"orders", `
 SELECT o.order_id, o.status, o.created_at, o.expire_at, o.cancel_at, o.paid_at, o.cancelled_at,
        o.cancel_cause, o.deadline_version, o.timer_job_id, o.check_job_id, o.payment_attempted,
-       o.amount::text, o.coupon_id, o.points_account, o.points
+       o.amount::text, o.currency, o.coupon_id, o.points_account, o.points, o.gateway_expire_at
 FROM ordertimeout.orders AS o`, func(r pgx.Rows) error {
 			o := &Order{Items: make(map[string]int64)}
 			if err := r.Scan(&o.ID, &o.Status, &o.CreatedAt, &o.ExpireAt, &o.CancelAt, &o.PaidAt,
 				&o.CancelledAt, &o.CancelCause, &o.Version, &o.TimerJobID, &o.CheckJobID,
-				&o.PaymentAttempted, &o.Amount, &o.CouponID, &o.PointsAccount, &o.Points); err != nil {
+				&o.PaymentAttempted, &o.Amount, &o.Currency, &o.CouponID, &o.PointsAccount, &o.Points,
+				&o.GatewayExpireAt); err != nil {
 				return err
 			}
 			s.Orders[o.ID] = o
@@ -210,20 +223,22 @@ ORDER BY e.event_id`, func(r pgx.Rows) error {
 			s.Events = append(s.Events, e)
 			return nil
 		}},
-		{"payments", `SELECT p.payment_id, p.order_id, p.status FROM ordertimeout.payments AS p`, func(r pgx.Rows) error {
+		{"payments", `SELECT p.payment_id, p.order_id, p.status, p.amount::text, p.currency FROM ordertimeout.payments AS p`, func(r pgx.Rows) error {
 			p := &Payment{}
-			if err := r.Scan(&p.ID, &p.OrderID, &p.Status); err != nil {
+			if err := r.Scan(&p.ID, &p.OrderID, &p.Status, &p.Amount, &p.Currency); err != nil {
 				return err
 			}
 			s.Payments[p.ID] = p
 			return nil
 		}},
 		{"conflicts", `
-SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.resolution
+SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount::text, c.currency, c.state, c.resolution,
+       c.refund_started_at IS NOT NULL, c.refund_id
 FROM ordertimeout.conflicts AS c
 ORDER BY c.conflict_id`, func(r pgx.Rows) error {
 			var c Conflict
-			if err := r.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.Resolution); err != nil {
+			if err := r.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Resolution,
+				&c.RefundStarted, &c.RefundID); err != nil {
 				return err
 			}
 			s.Conflicts = append(s.Conflicts, c)

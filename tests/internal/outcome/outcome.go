@@ -39,8 +39,9 @@ type Expect struct {
 }
 
 // Check names, in the order of Report.Checks. A transition into CANCELLED is
-// an event with to_status CANCELLED and another from_status: a late payment
-// on a cancelled order logs a CANCELLED -> CANCELLED event, which is not one.
+// an event with to_status CANCELLED from a live status: a late payment logs a
+// CANCELLED -> CANCELLED event on a cancelled order and CLOSED -> CANCELLED on
+// a closed one (it reopens it), and neither is a cancel.
 const (
 	CancelledOnce  = "cancelled_once"  // one PENDING -> CANCELLED transition per cancelled order, never two
 	NothingLost    = "nothing_lost"    // every acknowledged order exists
@@ -108,7 +109,7 @@ SELECT format('order %s was cancelled %s times (%s from PENDING)', e.order_id, c
               count(*) FILTER (WHERE e.from_status = 'PENDING'))
 FROM ordertimeout.events AS e
 WHERE e.to_status = 'CANCELLED'
-  AND e.from_status IS DISTINCT FROM 'CANCELLED'
+  AND (e.from_status IS NULL OR e.from_status NOT IN ('CANCELLED', 'CLOSED'))
 GROUP BY e.order_id
 HAVING count(*) <> 1 OR count(*) FILTER (WHERE e.from_status = 'PENDING') <> 1
 UNION ALL

@@ -34,6 +34,7 @@ SELECT results_eq(
     ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
     ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
+    ('purge_orders', 'closed_older_than interval, max integer DEFAULT 1000, paid_older_than interval DEFAULT NULL::interval', 'integer'),
     ('put_payment_method', 'method text, paying_window interval, gateway_close boolean DEFAULT true, late_payment text DEFAULT NULL::text', 'ordertimeout.payment_methods'),
     ('put_points', 'account_id text, balance bigint', 'ordertimeout.points_accounts'),
     ('put_stock', 'sku text, qty bigint', 'ordertimeout.stock'),
@@ -41,6 +42,7 @@ SELECT results_eq(
     ('reconcile_watermark', 'source text', 'timestamp with time zone'),
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
     ('resolve_conflict', 'conflict_id bigint, resolution text', 'text'),
+    ('run_sweeper', 'IN max integer DEFAULT 1000, IN max_sleep interval DEFAULT ''00:00:00.1''::interval, IN duration interval DEFAULT NULL::interval', NULL),
     ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')
     $$,
     'the API functions, their arguments and results are exactly the documented ones');

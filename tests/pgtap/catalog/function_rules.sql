@@ -4,13 +4,14 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(14);
+SELECT plan(15);
 
 CREATE TEMP VIEW fn AS
 SELECT p.oid,
        p.oid::regprocedure::text AS signature,
        p.proname,
        p.prosecdef,
+       p.prokind,
        p.proacl,
        (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%') AS search_path
 FROM pg_catalog.pg_proc AS p
@@ -18,7 +19,9 @@ WHERE p.pronamespace = 'ordertimeout'::regnamespace;
 
 SELECT cmp_ok((SELECT count(*)::integer FROM fn), '>=', 30, 'the rules see the functions');
 
-SELECT is_empty($$SELECT signature FROM fn WHERE search_path IS NULL$$,
+-- Procedures (prokind p) that commit can carry no SET clause and cannot be
+-- SECURITY DEFINER: they have their own rule below.
+SELECT is_empty($$SELECT signature FROM fn WHERE search_path IS NULL AND prokind <> 'p'$$,
     'every function pins search_path');
 SELECT is_empty($$SELECT signature, search_path FROM fn WHERE search_path <> 'search_path=pg_catalog, pg_temp'$$,
     'every search_path is "pg_catalog, pg_temp": objects are schema-qualified');
@@ -38,8 +41,14 @@ SELECT is_empty(
          AND r.rolname IN ('ordertimeout_app', 'ordertimeout_sidecar', 'ordertimeout_admin')
          AND has_function_privilege(r.oid, fn.oid, 'EXECUTE')$$,
     'no private function is executable by ordertimeout_app, _sidecar or _admin');
-SELECT is_empty($$SELECT signature FROM fn WHERE proname NOT LIKE '\_%' AND NOT prosecdef$$,
+SELECT is_empty($$SELECT signature FROM fn WHERE proname NOT LIKE '\_%' AND NOT prosecdef AND prokind <> 'p'$$,
     'every API function is SECURITY DEFINER (the roles have no table privileges)');
+SELECT is_empty(
+    $$SELECT signature FROM fn
+       WHERE prokind = 'p'
+         AND (prosecdef OR (SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = fn.oid) IS NOT NULL
+              OR pg_catalog.pg_get_functiondef(oid) NOT LIKE '%set_config(''search_path'', ''pg_catalog, pg_temp'', true)%')$$,
+    'every procedure is SECURITY INVOKER without SET, and pins search_path itself with set_config');
 SELECT is_empty(
     $$SELECT signature FROM fn
        WHERE proname NOT LIKE '\_%'
@@ -75,7 +84,7 @@ SELECT results_eq(
 
 -- The rules are not vacuous: a careless new function breaks them.
 CREATE FUNCTION ordertimeout.careless() RETURNS integer LANGUAGE sql AS 'SELECT 1';
-SELECT results_eq($$SELECT proname FROM fn WHERE search_path IS NULL$$, $$VALUES ('careless'::name)$$,
+SELECT results_eq($$SELECT proname FROM fn WHERE search_path IS NULL AND prokind <> 'p'$$, $$VALUES ('careless'::name)$$,
     'a function without search_path is reported');
 SELECT results_eq($$SELECT proname FROM fn WHERE proacl IS NULL$$, $$VALUES ('careless'::name)$$,
     'a function with the default ACL (EXECUTE for PUBLIC) is reported');

@@ -1,0 +1,139 @@
+-- The sweeper without the sidecar: a procedure that sweeps in its own
+-- transactions for the rest of a minute, for pg_cron 1.4 (Debian's
+-- postgresql-15-cron), whose schedules have a granularity of one minute:
+--
+--   SELECT cron.schedule('ordertimeout-sweep', '* * * * *', 'CALL ordertimeout.run_sweeper()');
+--
+-- By default a run stops 5 seconds after the next minute starts (database
+-- clock). pg_cron never runs two runs of one job at once: the run due when
+-- that minute starts is queued, and starts as soon as this one ends. So the
+-- runs follow each other without a gap even when pg_cron starts a run late
+-- (pg_cron 1.4 was seen starting runs up to 1.6 s after the minute began).
+--
+-- A procedure that commits can be neither SECURITY DEFINER nor carry a SET
+-- clause (PostgreSQL refuses COMMIT there), so this one runs with its
+-- caller's rights: the caller needs EXECUTE on sweep_due and next_due
+-- (ordertimeout_sidecar or ordertimeout_admin), and a caller who shadows
+-- built-ins can only fool itself. Still, it pins search_path itself with
+-- set_config first thing and after every COMMIT, and every function it
+-- names is schema-qualified.
+--
+-- One sweeper per database: every transaction of a run that sweeps holds the
+-- advisory lock (28532, 1) (28532 is 'ot'); a run that finds it taken (a
+-- second schedule, a manual CALL) stands by, trying again every max_sleep,
+-- and takes over when the other one ends. The lock is transaction scoped, so
+-- a run that dies leaves nothing behind. The sidecar's sweeps do not take
+-- it: they share the work with SKIP LOCKED, as any two sweeps do.
+CREATE PROCEDURE ordertimeout.run_sweeper(
+    max       integer  DEFAULT 1000,
+    max_sleep interval DEFAULT interval '100 milliseconds',
+    duration  interval DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_now     timestamptz;
+    v_until   timestamptz;
+    v_next    timestamptz;
+    v_claimed integer;
+    v_wait    interval := interval '0';
+    v_standing_by boolean := false;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
+    -- The same checks and codes as sweep_due's max (its helper is private).
+    IF run_sweeper.max IS NULL THEN
+        RAISE EXCEPTION 'max must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF run_sweeper.max NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 100000, got %', run_sweeper.max
+            USING ERRCODE = 'OT140';
+    END IF;
+    IF run_sweeper.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    -- No negative part (months, days and time are separate fields, and a
+    -- day is not always 24 hours): then the bounds also rule out months and
+    -- days. search_path is pg_catalog from here on.
+    IF run_sweeper.max_sleep < interval '1 millisecond' OR run_sweeper.max_sleep > interval '1 minute'
+       OR extract(year FROM run_sweeper.max_sleep) < 0 OR extract(month FROM run_sweeper.max_sleep) < 0
+       OR extract(day FROM run_sweeper.max_sleep) < 0
+       OR run_sweeper.max_sleep - date_trunc('day', run_sweeper.max_sleep) < interval '0' THEN
+        RAISE EXCEPTION 'max_sleep must be between 1 millisecond and 1 minute, got %', run_sweeper.max_sleep
+            USING ERRCODE = 'OT150';
+    END IF;
+    IF run_sweeper.duration <= interval '0' OR run_sweeper.duration > interval '1 hour'
+       OR extract(year FROM run_sweeper.duration) < 0 OR extract(month FROM run_sweeper.duration) < 0
+       OR extract(day FROM run_sweeper.duration) < 0
+       OR run_sweeper.duration - date_trunc('day', run_sweeper.duration) < interval '0' THEN
+        RAISE EXCEPTION 'duration must be more than 0 and at most 1 hour (NULL: until 5 s into the next minute), got %',
+            run_sweeper.duration
+            USING ERRCODE = 'OT151';
+    END IF;
+
+    v_now := pg_catalog.clock_timestamp();
+    v_until := CASE
+                   WHEN run_sweeper.duration IS NULL
+                       THEN pg_catalog.date_trunc('minute', v_now) + interval '1 minute 5 seconds'
+                   ELSE v_now + run_sweeper.duration
+               END;
+
+    -- search_path and the lock belong to the transaction: each COMMIT below
+    -- is followed at once by pinning search_path again.
+    LOOP
+        IF pg_catalog.pg_try_advisory_xact_lock(28532, 1) THEN
+            -- Sleep holding only the lock (no row, no transaction id): the
+            -- sweep's row locks last from the sweep to the COMMIT below.
+            IF v_wait > interval '0' THEN
+                PERFORM pg_catalog.pg_sleep(extract(epoch FROM v_wait)::double precision);
+            END IF;
+            EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
+
+            BEGIN
+                SELECT s.claimed INTO v_claimed FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
+            EXCEPTION
+                WHEN deadlock_detected OR serialization_failure THEN
+                    -- Rolled back to the block's start: retried after a pause.
+                    v_claimed := 0;
+            END;
+            v_next := ordertimeout.next_due();
+            COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
+            -- A full batch: more is due, sweep again at once. Otherwise sleep
+            -- until the earliest timer, at most max_sleep: an order created
+            -- since may come due sooner, and nobody can wake a procedure. A
+            -- timer already due after a sweep that claimed nothing is one this
+            -- run cannot take now (another session holds it, or the sweep
+            -- holds back): wait max_sleep rather than spin on it.
+            v_now := pg_catalog.clock_timestamp();
+            IF v_claimed >= run_sweeper.max OR (v_claimed > 0 AND v_next <= v_now) THEN
+                v_wait := interval '0';
+            ELSE
+                v_wait := LEAST(run_sweeper.max_sleep, v_until - v_now);
+                IF v_next > v_now THEN
+                    v_wait := LEAST(v_wait, v_next - v_now);
+                END IF;
+                v_wait := GREATEST(v_wait, interval '1 millisecond');
+            END IF;
+        ELSE
+            -- Another run sweeps: stand by, and take over within max_sleep
+            -- of its end.
+            IF NOT v_standing_by THEN
+                RAISE NOTICE 'ordertimeout.run_sweeper: another run_sweeper is sweeping this database; this one stands by';
+                v_standing_by := true;
+            END IF;
+            v_wait := GREATEST(LEAST(run_sweeper.max_sleep, v_until - pg_catalog.clock_timestamp()), interval '0');
+            PERFORM pg_catalog.pg_sleep(extract(epoch FROM v_wait)::double precision);
+            EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
+            COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+            v_wait := interval '0';
+        END IF;
+    END LOOP;
+END
+$$;
+
+COMMENT ON PROCEDURE ordertimeout.run_sweeper(integer, interval, interval) IS
+    'for pg_cron without the sidecar: sweeps (sweep_due(max)) in its own transactions until duration has passed (NULL: until 5 s after the next minute starts), waking when the next timer is due and at least every max_sleep; while another run sweeps, it stands by; CALL it outside a transaction block';

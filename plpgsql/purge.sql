@@ -1,0 +1,128 @@
+-- Bounded storage: finished orders are deleted after a retention, with every
+-- row about them. CLOSED orders (cancelled, then closed by close_cancelled)
+-- by closed_at; PAID and REFUNDED orders by paid_at, only if the caller gives
+-- a retention for them. Never a live order (PENDING, PAYING, or CANCELLED and
+-- not yet closed), never an order with an open conflict: its money waits for
+-- a decision.
+--
+-- Concurrency: candidates are locked FOR UPDATE SKIP LOCKED, so several
+-- purges share the work and none waits for an order a payment holds. Every
+-- transition of an order takes its row lock first (FOR NO KEY UPDATE), which
+-- conflicts with ours: a confirm_payment that comes while we hold the order
+-- waits and then finds no order (OT120); one that came first is seen by the
+-- second look for open conflicts below, made after the lock with a fresh
+-- snapshot, and its order is kept.
+--
+-- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
+-- a single-use coupon from being used again (coupon_holds_one_live_order), so
+-- it outlives its order.
+
+-- Raises OT100 for NULL, and code unless age is between 0 and 100 years
+-- with no negative part (then now() - age is in the past and in range).
+CREATE FUNCTION ordertimeout._check_retention(name text, age interval, code text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF age IS NULL THEN
+        RAISE EXCEPTION '% must not be null', name
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF age > interval '100 years'
+       OR extract(year FROM age) < 0 OR extract(month FROM age) < 0 OR extract(day FROM age) < 0
+       OR age - date_trunc('day', age) < interval '0' THEN
+        RAISE EXCEPTION '% must be between 0 and 100 years, with no negative part, got %', name, age
+            USING ERRCODE = code;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION ordertimeout.purge_orders(
+    closed_older_than interval,
+    max               integer DEFAULT 1000,
+    paid_older_than   interval DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now         timestamptz := clock_timestamp();
+    v_closed_cut  timestamptz;
+    v_paid_cut    timestamptz;
+    v_locked      text[];
+    v_ids         text[];
+BEGIN
+    -- Bounds before any arithmetic (now() - 300000 years fails with 22008),
+    -- and no negative part: months, days and time are separate fields, and
+    -- '1 mon -30 days' compares as 0 but reaches into the future in March.
+    PERFORM ordertimeout._check_retention('closed_older_than', purge_orders.closed_older_than, 'OT152');
+    PERFORM ordertimeout._check_max(purge_orders.max);
+    IF purge_orders.paid_older_than IS NOT NULL THEN
+        PERFORM ordertimeout._check_retention('paid_older_than', purge_orders.paid_older_than, 'OT153');
+        v_paid_cut := v_now - purge_orders.paid_older_than;
+    END IF;
+    v_closed_cut := v_now - purge_orders.closed_older_than;
+
+    -- 1. Lock the oldest finished orders without an open conflict: CLOSED
+    -- ones first, then paid ones to fill the batch.
+    SELECT coalesce(array_agg(c.order_id), '{}')
+    INTO v_locked
+    FROM (SELECT o.order_id
+            FROM ordertimeout.orders AS o
+           WHERE o.status = 'CLOSED'
+             AND o.closed_at < v_closed_cut
+             AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
+                              WHERE k.order_id = o.order_id AND k.resolution IS NULL)
+           ORDER BY o.closed_at
+           LIMIT purge_orders.max
+             FOR UPDATE SKIP LOCKED) AS c;
+    IF v_paid_cut IS NOT NULL AND cardinality(v_locked) < purge_orders.max THEN
+        SELECT v_locked || coalesce(array_agg(c.order_id), '{}')
+        INTO v_locked
+        FROM (SELECT o.order_id
+                FROM ordertimeout.orders AS o
+               WHERE o.status IN ('PAID', 'REFUNDED')
+                 AND o.paid_at < v_paid_cut
+                 AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
+                                  WHERE k.order_id = o.order_id AND k.resolution IS NULL)
+               ORDER BY o.paid_at
+               LIMIT purge_orders.max - cardinality(v_locked)
+                 FOR UPDATE SKIP LOCKED) AS c;
+    END IF;
+
+    -- 2. Look again, with this statement's fresh snapshot: a conflict
+    -- committed after step 1's snapshot but before its lock is seen here.
+    -- Nobody can add one now: that takes the order's lock, which we hold.
+    SELECT coalesce(array_agg(o.order_id), '{}')
+    INTO v_ids
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = ANY (v_locked)
+      AND o.status IN ('CLOSED', 'PAID', 'REFUNDED')
+      AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
+                       WHERE k.order_id = o.order_id AND k.resolution IS NULL);
+    IF cardinality(v_ids) = 0 THEN
+        RETURN 0;
+    END IF;
+
+    -- 3. Every row about them, then the orders.
+    DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.payments AS p WHERE p.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.releases AS r WHERE r.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.events AS e WHERE e.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.points_holds AS h WHERE h.order_id = ANY (v_ids);
+    DELETE FROM ordertimeout.coupon_holds AS h
+    WHERE h.order_id = ANY (v_ids)
+      AND h.used_at IS NULL;
+    DELETE FROM ordertimeout.orders AS o WHERE o.order_id = ANY (v_ids);
+    RETURN cardinality(v_ids);
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order or one with an open conflict; keeps the hold of a spent coupon; returns how many';

@@ -1,0 +1,694 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Bounds of every list the console shows.
+const (
+	maxOpenConflicts     = 200
+	maxResolvedConflicts = 50
+	maxEvents            = 1000
+	maxRows              = 200
+)
+
+// queryTimeout bounds the database work of one page.
+const queryTimeout = 5 * time.Second
+
+// states is the order of the states on the overview.
+var states = []string{"PENDING", "PAYING", "PAID", "CANCELLED", "CLOSED", "REFUNDED"}
+
+type stateCount struct {
+	Status string
+	Orders int64
+}
+
+type sweepStats struct {
+	DueTimers, OverdueOrders, AwaitingCheck, Paying int64
+	CaughtBySweep, OpenConflicts, MalformedTimers   int64
+	OldestOverdue                                   *float64 // seconds past cancel_at
+}
+
+type overviewData struct {
+	Counts             []stateCount
+	Total              int64
+	Stats              sweepStats
+	OldestConflictAge  *float64
+	Paused             bool
+	PausedAt           *time.Time
+	PausedBy           *string
+	PausedFor          *float64
+	Lag                chart
+	LagCancels         int64
+	LagP50, LagP99     *float64 // over the whole hour, ms
+	Now                time.Time
+	PermissionProblems []string
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	db := h.cfg.Pool
+	var d overviewData
+
+	counts := map[string]int64{}
+	rows, err := db.Query(ctx, `SELECT status, orders FROM ordertimeout.order_counts`)
+	if err != nil {
+		h.dbFail(w, r, "count orders", err)
+		return
+	}
+	for rows.Next() {
+		var c stateCount
+		if err := rows.Scan(&c.Status, &c.Orders); err != nil {
+			rows.Close()
+			h.dbFail(w, r, "count orders", err)
+			return
+		}
+		counts[c.Status] = c.Orders
+	}
+	if err := rows.Err(); err != nil {
+		h.dbFail(w, r, "count orders", err)
+		return
+	}
+	for _, s := range states {
+		d.Counts = append(d.Counts, stateCount{s, counts[s]})
+		d.Total += counts[s]
+	}
+
+	st := &d.Stats
+	err = db.QueryRow(ctx, `
+		SELECT due_timers, overdue_orders, awaiting_check, paying, caught_by_sweep,
+		       open_conflicts, malformed_timers,
+		       CASE WHEN oldest_pending_cancel_at <= now()
+		            THEN extract(epoch FROM now() - oldest_pending_cancel_at)::float8 END,
+		       now()
+		FROM ordertimeout.sweep_stats`).Scan(&st.DueTimers, &st.OverdueOrders, &st.AwaitingCheck, &st.Paying,
+		&st.CaughtBySweep, &st.OpenConflicts, &st.MalformedTimers, &st.OldestOverdue, &d.Now)
+	if err != nil {
+		h.dbFail(w, r, "read the sweep's statistics", err)
+		return
+	}
+	err = db.QueryRow(ctx, `
+		SELECT extract(epoch FROM now() - c.detected_at)::float8
+		FROM ordertimeout.open_conflicts(1) AS c`).Scan(&d.OldestConflictAge)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		h.dbFail(w, r, "read the open conflicts", err)
+		return
+	}
+	err = db.QueryRow(ctx, `
+		SELECT s.paused, s.paused_at, s.paused_by,
+		       extract(epoch FROM now() - s.paused_at)::float8
+		FROM ordertimeout.settings AS s`).Scan(&d.Paused, &d.PausedAt, &d.PausedBy, &d.PausedFor)
+	if err != nil {
+		h.dbFail(w, r, "read the settings", err)
+		return
+	}
+
+	// Cancel lag per minute over the last hour, by database timestamps.
+	var buckets []lagBucket
+	rows, err = db.Query(ctx, `
+		SELECT extract(epoch FROM date_trunc('minute', l.at))::float8,
+		       count(*),
+		       1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM l.lateness)),
+		       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM l.lateness))
+		FROM ordertimeout.cancel_lag AS l
+		WHERE l.at > now() - interval '1 hour'
+		  AND l.lateness IS NOT NULL
+		GROUP BY 1
+		ORDER BY 1`)
+	if err != nil {
+		h.dbFail(w, r, "read the cancel lag", err)
+		return
+	}
+	for rows.Next() {
+		var b lagBucket
+		if err := rows.Scan(&b.Minute, &b.Cancels, &b.P50, &b.P99); err != nil {
+			rows.Close()
+			h.dbFail(w, r, "read the cancel lag", err)
+			return
+		}
+		buckets = append(buckets, b)
+	}
+	if err := rows.Err(); err != nil {
+		h.dbFail(w, r, "read the cancel lag", err)
+		return
+	}
+	err = db.QueryRow(ctx, `
+		SELECT count(*),
+		       1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM l.lateness)),
+		       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM l.lateness))
+		FROM ordertimeout.cancel_lag AS l
+		WHERE l.at > now() - interval '1 hour'
+		  AND l.lateness IS NOT NULL`).Scan(&d.LagCancels, &d.LagP50, &d.LagP99)
+	if err != nil {
+		h.dbFail(w, r, "read the cancel lag", err)
+		return
+	}
+	d.Lag = lagChart(buckets, float64(d.Now.UnixMilli())/1000)
+	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Data: d})
+}
+
+type openConflict struct {
+	ID                              int64
+	OrderID, PaymentID, Kind, State string
+	Amount, Currency                *string
+	Age                             float64
+	DetectedAt                      *time.Time
+	OrderStatus                     *string
+	OrderAmount, OrderCurrency      *string
+}
+
+// AmountDiffers reports whether the payment is not the order's amount and
+// currency (reinstate is then refused).
+func (c openConflict) AmountDiffers() bool {
+	return c.OrderAmount != nil && (c.Amount == nil || *c.Amount != *c.OrderAmount) ||
+		c.OrderCurrency != nil && (c.Currency == nil || *c.Currency != *c.OrderCurrency)
+}
+
+type resolvedConflict struct {
+	ID                                   int64
+	OrderID, PaymentID, Kind, Resolution string
+	Amount, Currency                     *string
+	ResolvedAt                           *time.Time
+	ResolvedBy, RefundStartedBy          *string
+	RefundID                             *string
+}
+
+type conflictsData struct {
+	Open           []openConflict
+	OpenTruncated  bool
+	Resolved       []resolvedConflict
+	ResolvedHidden string // why the history is not shown
+}
+
+func (h *Handler) conflicts(w http.ResponseWriter, r *http.Request) {
+	p := page{Title: "Conflicts"}
+	q := r.URL.Query()
+	if id, err := strconv.ParseInt(q.Get("resolved"), 10, 64); err == nil && id > 0 {
+		if outcome := q.Get("outcome"); outcome == "reinstated" || outcome == "manual" || outcome == "refunded" {
+			p.Info = fmt.Sprintf("Conflict %d resolved: %s.", id, outcome)
+		} else if outcome == "refunding" {
+			p.Info = fmt.Sprintf("Conflict %d is claimed for a refund: the sidecar refunds it at the gateway and records it.", id)
+		}
+	}
+	h.renderConflicts(w, r, http.StatusOK, p)
+}
+
+func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status int, p page) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	db := h.cfg.Pool
+	var d conflictsData
+	rows, err := db.Query(ctx, `
+		SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.state, c.amount::text, c.currency,
+		       extract(epoch FROM now() - c.detected_at)::float8, c.detected_at,
+		       o.status, o.amount::text, o.currency
+		FROM ordertimeout.open_conflicts($1) AS c
+		LEFT JOIN LATERAL ordertimeout.order_info(c.order_id) AS o ON true
+		ORDER BY c.detected_at, c.conflict_id`, maxOpenConflicts+1)
+	if err != nil {
+		h.dbFail(w, r, "read the open conflicts", err)
+		return
+	}
+	for rows.Next() {
+		var c openConflict
+		if err := rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.State, &c.Amount, &c.Currency,
+			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency); err != nil {
+			rows.Close()
+			h.dbFail(w, r, "read the open conflicts", err)
+			return
+		}
+		d.Open = append(d.Open, c)
+	}
+	if err := rows.Err(); err != nil {
+		h.dbFail(w, r, "read the open conflicts", err)
+		return
+	}
+	if len(d.Open) > maxOpenConflicts {
+		d.Open, d.OpenTruncated = d.Open[:maxOpenConflicts], true
+	}
+
+	rows, err = db.Query(ctx, `
+		SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.resolution, c.amount::text, c.currency,
+		       c.resolved_at, c.resolved_by, c.refund_started_by, c.refund_id
+		FROM ordertimeout.conflicts AS c
+		WHERE c.state = 'resolved'
+		ORDER BY c.resolved_at DESC, c.conflict_id DESC
+		LIMIT $1`, maxResolvedConflicts)
+	if err == nil {
+		for rows.Next() {
+			var c resolvedConflict
+			if err = rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.Resolution, &c.Amount, &c.Currency,
+				&c.ResolvedAt, &c.ResolvedBy, &c.RefundStartedBy, &c.RefundID); err != nil {
+				break
+			}
+			d.Resolved = append(d.Resolved, c)
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		if !isPermissionDenied(err) {
+			h.dbFail(w, r, "read the resolved conflicts", err)
+			return
+		}
+		d.Resolved = nil
+		d.ResolvedHidden = "The console's database role cannot read table ordertimeout.conflicts: grant it ordertimeout_admin (or start the sidecar with --console-database-url naming such a role) to see who resolved what."
+	}
+	p.Data = d
+	h.render(w, r, status, "conflicts", p)
+}
+
+// resolutionHints explain the refusals of resolve_conflict to an operator.
+var resolutionHints = map[string]string{
+	"OT130": "This conflict does not exist (any more).",
+	"OT131": "That is not a resolution the console offers.",
+	"OT132": "Reinstate takes back a cancelled order paid late with exactly its amount and currency: refund this payment or hand it to a person (manual).",
+	"OT133": "Someone resolved this conflict otherwise already: see the history below.",
+	"OT134": "A refund of this payment has started: it is the only way this conflict can end, and the sidecar finishes it.",
+	"OT148": "Your user name cannot be recorded as the actor.",
+}
+
+// checkAction lets through a request that changes something only from an
+// operator, from this server's own pages (Origin), with the form's CSRF
+// token; otherwise it answers 403 and returns nil. It parses the form.
+func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
+	u := userOf(r)
+	if !u.Operator() {
+		h.logger.Warn("console: viewer's action refused", "user", u.Name, "path", r.URL.Path)
+		h.fail(w, r, http.StatusForbidden, "Viewers may not act: sign in as an operator to resolve conflicts or pause.")
+		return nil
+	}
+	if why := crossOrigin(r, h.trusted); why != "" {
+		h.logger.Warn("console: cross-origin action refused", "user", u.Name, "reason", why)
+		h.fail(w, r, http.StatusForbidden, why)
+		return nil
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "The form could not be read.")
+		return nil
+	}
+	if why := checkCSRF(u, r.PostForm.Get("csrf"), time.Now()); why != "" {
+		h.logger.Warn("console: action without a valid CSRF token refused", "user", u.Name, "reason", why)
+		h.fail(w, r, http.StatusForbidden, "Refused: "+why+".")
+		return nil
+	}
+	return u
+}
+
+func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+	u := h.checkAction(w, r)
+	if u == nil {
+		return
+	}
+	rawID := r.PathValue("id")
+	id, err := strconv.ParseInt(rawID, 10, 64)
+	if err != nil || id <= 0 || len(rawID) > 19 {
+		h.fail(w, r, http.StatusBadRequest, "A conflict id is a positive whole number.")
+		return
+	}
+	resolution := r.PostForm.Get("resolution")
+	switch resolution {
+	case "reinstate", "refund", "manual":
+	default:
+		h.fail(w, r, http.StatusBadRequest, `The resolution must be "reinstate", "refund" or "manual".`)
+		return
+	}
+
+	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT") {
+			status := http.StatusConflict
+			if pgErr.Code == "OT130" {
+				status = http.StatusNotFound
+			}
+			msg := fmt.Sprintf("%s refused (%s): %s.", resolution, pgErr.Code, pgErr.Message)
+			if hint := resolutionHints[pgErr.Code]; hint != "" {
+				msg += " " + hint
+			}
+			h.logger.Info("console: resolution refused", "user", u.Name, "conflict_id", id, "resolution", resolution, "code", pgErr.Code)
+			h.renderConflicts(w, r, status, page{Title: "Conflicts", Error: msg})
+			return
+		}
+		h.dbFail(w, r, "resolve the conflict", err)
+		return
+	}
+	h.logger.Info("console: conflict resolved", "user", u.Name, "conflict_id", id, "resolution", resolution, "outcome", outcome)
+	http.Redirect(w, r, fmt.Sprintf("%sconflicts?resolved=%d&outcome=%s", Prefix, id, outcome), http.StatusSeeOther)
+}
+
+// resolveConflict calls ordertimeout.resolve_conflict with actor recorded
+// for this transaction only.
+func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string) (string, error) {
+	var outcome string
+	err := h.act(ctx, actor, func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2)`, id, resolution).Scan(&outcome)
+	})
+	if err != nil {
+		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
+	}
+	return outcome, nil
+}
+
+// act runs f in a transaction whose ordertimeout.actor is actor, within
+// queryTimeout.
+func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	return pgx.BeginFunc(ctx, h.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
+			return fmt.Errorf("set actor: %w", err)
+		}
+		return f(ctx, tx)
+	})
+}
+
+// pause switches the pause with configure(paused => ...), which only
+// ordertimeout_admin may call.
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
+	u := h.checkAction(w, r)
+	if u == nil {
+		return
+	}
+	var paused bool
+	switch r.PostForm.Get("paused") {
+	case "true":
+		paused = true
+	case "false":
+	default:
+		h.fail(w, r, http.StatusBadRequest, `The form must say paused "true" or "false".`)
+		return
+	}
+	err := h.act(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT ordertimeout.configure(paused => $1)`, paused)
+		return err
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		switch {
+		case isPermissionDenied(err):
+			h.renderSettings(w, r, http.StatusForbidden, page{Title: "Settings", Error: "The console's database role may not change settings: pausing needs ordertimeout_admin (start the sidecar with --console-database-url naming such a role), or run `ordertimeout pause` / `resume`."})
+		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT"):
+			h.renderSettings(w, r, http.StatusConflict, page{Title: "Settings", Error: fmt.Sprintf("Refused (%s): %s.", pgErr.Code, pgErr.Message)})
+		default:
+			h.dbFail(w, r, "change the pause", err)
+		}
+		return
+	}
+	h.logger.Warn("console: pause switched", "user", u.Name, "paused", paused)
+	http.Redirect(w, r, fmt.Sprintf("%ssettings?paused=%t", Prefix, paused), http.StatusSeeOther)
+}
+
+type orderItem struct {
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
+}
+
+type orderInfo struct {
+	OrderID, Status                                    string
+	CreatedAt, ExpireAt, CancelAt, PayingUntil, PaidAt *time.Time
+	CancelledAt, ClosedAt                              *time.Time
+	CancelCause                                        *string
+	DeadlineVersion                                    int64
+	Amount, Currency                                   *string
+	Items                                              []orderItem
+	CouponID, PointsAccount                            *string
+	Points                                             *int64
+	PaymentAttempted                                   bool
+	OpenConflicts                                      int64
+	Now                                                time.Time
+}
+
+type payment struct {
+	PaymentID, Status                string
+	Amount                           *string
+	StartedAt, ConfirmedAt, FailedAt *time.Time
+}
+
+type hold struct {
+	Kind, ID, Qty              string
+	HeldAt, UsedAt, ReleasedAt *time.Time
+}
+
+type release struct {
+	Kind, ResourceID, Cause string
+	Qty                     int64
+	ReleasedAt, ReclaimedAt *time.Time
+}
+
+type orderConflict struct {
+	ID                                    int64
+	PaymentID, Kind, State                string
+	Amount, Currency, Resolution          *string
+	DetectedAt, ResolvedAt                *time.Time
+	ResolvedBy, RefundStartedBy, RefundID *string
+}
+
+type event struct {
+	ID               int64
+	From             *string
+	To, Cause, Actor string
+	Lateness         *float64
+	At               *time.Time
+	Detail           *string
+}
+
+type orderData struct {
+	Query           string
+	Order           *orderInfo
+	Payments        []payment
+	Holds           []hold
+	Releases        []release
+	Conflicts       []orderConflict
+	TablesHidden    string
+	Events          []event
+	EventsTruncated bool
+}
+
+func (h *Handler) order(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.Query().Get("id")
+	var d orderData
+	p := page{Title: "Order", Data: &d}
+	if raw == "" {
+		h.render(w, r, http.StatusOK, "order", p)
+		return
+	}
+	if !isOrderID(raw) {
+		p.Error = "An order id is 1 to 64 characters, not \".\" or \"..\", without control, format or line-separator characters."
+		if len(raw) <= 256 {
+			d.Query = raw
+		}
+		h.render(w, r, http.StatusBadRequest, "order", p)
+		return
+	}
+	d.Query = raw
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	db := h.cfg.Pool
+
+	o := &orderInfo{}
+	var items *string
+	err := db.QueryRow(ctx, `
+		SELECT o.order_id, o.status, o.created_at, o.expire_at, o.cancel_at, o.paying_until, o.paid_at,
+		       o.cancelled_at, o.closed_at, o.cancel_cause, o.deadline_version, o.amount::text, o.currency,
+		       o.items::text, o.coupon_id, o.points_account, o.points, o.payment_attempted, o.open_conflicts,
+		       now()
+		FROM ordertimeout.order_info($1) AS o`, raw).Scan(&o.OrderID, &o.Status, &o.CreatedAt, &o.ExpireAt,
+		&o.CancelAt, &o.PayingUntil, &o.PaidAt, &o.CancelledAt, &o.ClosedAt, &o.CancelCause, &o.DeadlineVersion,
+		&o.Amount, &o.Currency, &items, &o.CouponID, &o.PointsAccount, &o.Points, &o.PaymentAttempted,
+		&o.OpenConflicts, &o.Now)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "OT120" || pgErr.Code == "OT101") {
+			p.Error = fmt.Sprintf("No order %q.", raw)
+			h.render(w, r, http.StatusNotFound, "order", p)
+			return
+		}
+		h.dbFail(w, r, "read the order", err)
+		return
+	}
+	if items != nil {
+		if err := json.Unmarshal([]byte(*items), &o.Items); err != nil {
+			h.dbFail(w, r, "read the order's items", err)
+			return
+		}
+	}
+	d.Order = o
+
+	rows, err := db.Query(ctx, `
+		SELECT payment_id, status, amount::text, started_at, confirmed_at, failed_at
+		FROM ordertimeout.order_payments($1)
+		LIMIT $2`, raw, maxRows)
+	if err != nil {
+		h.dbFail(w, r, "read the order's payments", err)
+		return
+	}
+	d.Payments, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (payment, error) {
+		var p payment
+		err := row.Scan(&p.PaymentID, &p.Status, &p.Amount, &p.StartedAt, &p.ConfirmedAt, &p.FailedAt)
+		return p, err
+	})
+	if err != nil {
+		h.dbFail(w, r, "read the order's payments", err)
+		return
+	}
+
+	if err := h.readOrderTables(ctx, raw, &d); err != nil {
+		if !isPermissionDenied(err) {
+			h.dbFail(w, r, "read the order's holds and releases", err)
+			return
+		}
+		d.Holds, d.Releases, d.Conflicts = nil, nil, nil
+		d.TablesHidden = "The console's database role cannot read the tables of holds, releases and conflicts: grant it ordertimeout_admin (or start the sidecar with --console-database-url naming such a role) to see them."
+	}
+
+	rows, err = db.Query(ctx, `
+		SELECT event_id, from_status, to_status, cause, actor, extract(epoch FROM lateness)::float8, at, detail::text
+		FROM ordertimeout.order_events($1)
+		LIMIT $2`, raw, maxEvents+1)
+	if err != nil {
+		h.dbFail(w, r, "read the order's events", err)
+		return
+	}
+	d.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
+		var e event
+		err := row.Scan(&e.ID, &e.From, &e.To, &e.Cause, &e.Actor, &e.Lateness, &e.At, &e.Detail)
+		return e, err
+	})
+	if err != nil {
+		h.dbFail(w, r, "read the order's events", err)
+		return
+	}
+	if len(d.Events) > maxEvents {
+		d.Events, d.EventsTruncated = d.Events[:maxEvents], true
+	}
+	h.render(w, r, http.StatusOK, "order", p)
+}
+
+// readOrderTables reads what no API function returns: the holds, releases
+// and conflicts of one order, from the tables (ordertimeout_admin).
+func (h *Handler) readOrderTables(ctx context.Context, orderID string, d *orderData) error {
+	db := h.cfg.Pool
+	rows, err := db.Query(ctx, `
+		SELECT 'coupon', coupon_id, '1', held_at, used_at, released_at
+		FROM ordertimeout.coupon_holds WHERE order_id = $1
+		UNION ALL
+		SELECT 'points', account_id, points::text, held_at, used_at, released_at
+		FROM ordertimeout.points_holds WHERE order_id = $1`, orderID)
+	if err != nil {
+		return err
+	}
+	d.Holds, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (hold, error) {
+		var x hold
+		err := row.Scan(&x.Kind, &x.ID, &x.Qty, &x.HeldAt, &x.UsedAt, &x.ReleasedAt)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	rows, err = db.Query(ctx, `
+		SELECT kind, resource_id, qty, cause, released_at, reclaimed_at
+		FROM ordertimeout.releases WHERE order_id = $1
+		ORDER BY released_at, kind, resource_id
+		LIMIT $2`, orderID, maxRows)
+	if err != nil {
+		return err
+	}
+	d.Releases, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (release, error) {
+		var x release
+		err := row.Scan(&x.Kind, &x.ResourceID, &x.Qty, &x.Cause, &x.ReleasedAt, &x.ReclaimedAt)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	rows, err = db.Query(ctx, `
+		SELECT conflict_id, payment_id, kind, state, amount::text, currency, resolution,
+		       detected_at, resolved_at, resolved_by, refund_started_by, refund_id
+		FROM ordertimeout.conflicts WHERE order_id = $1
+		ORDER BY detected_at, conflict_id
+		LIMIT $2`, orderID, maxRows)
+	if err != nil {
+		return err
+	}
+	d.Conflicts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (orderConflict, error) {
+		var x orderConflict
+		err := row.Scan(&x.ID, &x.PaymentID, &x.Kind, &x.State, &x.Amount, &x.Currency, &x.Resolution,
+			&x.DetectedAt, &x.ResolvedAt, &x.ResolvedBy, &x.RefundStartedBy, &x.RefundID)
+		return x, err
+	})
+	return err
+}
+
+type setting struct {
+	Name  string
+	Value *string
+}
+
+type settingsData struct {
+	List   []setting
+	Paused bool
+}
+
+func (h *Handler) settings(w http.ResponseWriter, r *http.Request) {
+	p := page{Title: "Settings"}
+	switch r.URL.Query().Get("paused") {
+	case "true":
+		p.Info = "Paused: no timeout cancels anything until you resume."
+	case "false":
+		p.Info = "Resumed: the sweepers are woken and the backlog drains."
+	}
+	h.renderSettings(w, r, http.StatusOK, p)
+}
+
+func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status int, p page) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	// Every column, whatever the schema version has: in table order.
+	rows, err := h.cfg.Pool.Query(ctx, `
+		SELECT e.key, e.value
+		FROM ordertimeout.settings AS s,
+		     json_each_text(row_to_json(s)) WITH ORDINALITY AS e (key, value, n)
+		WHERE e.key <> 'singleton'
+		ORDER BY e.n`)
+	if err != nil {
+		h.dbFail(w, r, "read the settings", err)
+		return
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (setting, error) {
+		var s setting
+		err := row.Scan(&s.Name, &s.Value)
+		return s, err
+	})
+	if err != nil {
+		h.dbFail(w, r, "read the settings", err)
+		return
+	}
+	d := settingsData{List: list}
+	for _, s := range list {
+		if s.Name == "paused" && s.Value != nil && *s.Value == "true" {
+			d.Paused = true
+		}
+	}
+	p.Data = d
+	h.render(w, r, status, "settings", p)
+}
+
+func isPermissionDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}

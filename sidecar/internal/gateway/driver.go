@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"context"
+	"time"
+)
+
+// Gateway is a payment gateway as the sidecar's workers use it. A driver
+// implements it for one kind of gateway: *Client for the JSON contract of
+// this package (driver "http"), package stripe for Stripe. Every method is
+// safe for concurrent use, and its errors wrap ErrUnavailable (ask again
+// later), ErrBadAnswer (the answer says nothing about the money) or
+// ErrBadRequest (nothing sent; sending it again will not help), as the
+// package documentation describes.
+type Gateway interface {
+	// Order asks what the gateway knows about the order ref names: paid
+	// (with the payment, its amount and currency), pending, failed, or
+	// none: the gateway knows no payment for it, which is unknown, never
+	// unpaid (see the package documentation).
+	Order(ctx context.Context, ref Ref) (Order, error)
+
+	// Close makes the order's payment impossible to complete. A close of
+	// an order already closed, or never seen, is CloseClosed; a close the
+	// gateway refuses because the buyer has paid is ClosePaid with the
+	// payment.
+	Close(ctx context.Context, ref Ref) (CloseResult, error)
+
+	// Refund returns a payment, at most once per IdempotencyKey.
+	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+
+	// Payments lists the payments the gateway recorded since a moment, at
+	// most limit of them, oldest first, for continuous reconciliation.
+	Payments(ctx context.Context, since time.Time, limit int) ([]Payment, error)
+}
+
+// Ref names an order at the gateway. A gateway that keys payments by the
+// merchant's order id (the JSON contract, WeChat Pay, Alipay) needs only
+// OrderID; one that keys them by its own payment objects (Stripe's
+// PaymentIntents and Checkout Sessions) uses PaymentIDs: the payment ids
+// the shop gave begin_payment for the order, oldest first.
+type Ref struct {
+	OrderID    string
+	PaymentIDs []string
+}
+
+// Driver names, for --gateway.
+const (
+	DriverHTTP   = "http"
+	DriverStripe = "stripe"
+)
+
+var _ Gateway = (*Client)(nil)

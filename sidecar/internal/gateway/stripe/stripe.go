@@ -1,0 +1,731 @@
+// Package stripe is the sidecar's gateway driver for Stripe (--gateway
+// stripe), on github.com/stripe/stripe-go.
+//
+// How the sidecar finds the Stripe object of an order: the shop creates a
+// PaymentIntent (or a Checkout Session) for the order with metadata
+// order_id=<the order id> and passes its id to begin_payment as the
+// payment_id (pi_... or cs_...), with the Checkout Session's expires_at (or
+// its own cancel of the PaymentIntent) at the gateway_expire_at
+// begin_payment returns. The driver then:
+//
+//   - Order: retrieves each PaymentIntent / Checkout Session begin_payment
+//     recorded for the order. A succeeded PaymentIntent, or a complete and
+//     paid Checkout Session, is StatusPaid with its payment id, its amount
+//     converted exactly from Stripe's minor units (see Major) and its
+//     currency; one the buyer can still pay (requires_*, processing, an
+//     open session) is StatusPending; canceled / expired is StatusFailed.
+//     An order with no recorded payment is looked up by the metadata with
+//     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
+//     payment made without begin_payment, but only after Stripe's search
+//     index has it (usually within a minute). Nothing found, or a payment id
+//     Stripe does not know (resource_missing), is StatusNone: unknown.
+//   - Close: cancels each PaymentIntent that can be canceled and expires each
+//     open Checkout Session. One that succeeded, also when the cancel is
+//     refused because it just did, is ClosePaid; one already canceled or
+//     expired is CloseClosed (closing twice is success); one processing
+//     (money on its way) is ErrUnavailable: ask again later.
+//   - Refund: a Refund of the PaymentIntent (a session's), for the amount
+//     in minor units, with the idempotency key as Stripe's Idempotency-Key
+//     (Stripe keeps keys 24 hours; after that, a refund already made is
+//     found by its metadata idempotency_key instead of being made twice).
+//   - Payments: lists the succeeded charges (payments) and refunds created
+//     since a moment (a charge is created when the buyer pays), each named
+//     by the Checkout Session or PaymentIntent id the shop gave
+//     begin_payment. Set the order id in the metadata of the PaymentIntent
+//     (payment_intent_data.metadata for Checkout) or of the session, so
+//     that the list names the order.
+//
+// Errors: Stripe's rate limit (429, lock_timeout), connection errors and
+// api_error / 5xx are gateway.ErrUnavailable (ask again later);
+// authentication, permission, invalid requests and idempotency errors are
+// gateway.ErrBadRequest (asking again will not help: a person must look);
+// an answer about another object or order, or with an amount or currency
+// that cannot be read, is gateway.ErrBadAnswer.
+package stripe
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	stripeapi "github.com/stripe/stripe-go/v82"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// DefaultURL is Stripe's API.
+const DefaultURL = stripeapi.APIURL
+
+// Config configures a Driver.
+type Config struct {
+	// Key is the secret API key (sk_... or rk_...). It is required. Read it
+	// from the environment, never from a flag value (process listings show
+	// those).
+	Key string
+
+	// URL is the API's base URL. If empty, DefaultURL; stripe-mock's in
+	// tests.
+	URL string
+
+	// Timeout bounds each HTTP request. If zero, gateway.DefaultTimeout.
+	Timeout time.Duration
+
+	// Retries is how many times stripe-go repeats a request that failed in
+	// a way worth repeating (connection, 409, 429 lock_timeout, 5xx). If
+	// zero, gateway.DefaultRetries; a negative value disables them.
+	Retries int
+
+	// Observe, if set, is called after every call with the operation
+	// ("order", "close", "refund", "payments") and its result ("ok",
+	// "unavailable", "bad_answer", "bad_request").
+	Observe func(op, result string, elapsed time.Duration)
+}
+
+// Driver is a gateway.Gateway on Stripe. It is safe for concurrent use.
+type Driver struct {
+	client  *stripeapi.Client
+	observe func(op, result string, elapsed time.Duration)
+}
+
+var _ gateway.Gateway = (*Driver)(nil)
+
+// New returns a Driver.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Key == "" {
+		return nil, errors.New("stripe: API key is required")
+	}
+	apiURL := cfg.URL
+	if apiURL == "" {
+		apiURL = DefaultURL
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = gateway.DefaultTimeout
+	}
+	retries := int64(cfg.Retries)
+	if retries == 0 {
+		retries = gateway.DefaultRetries
+	}
+	retries = max(retries, 0)
+	httpClient := &http.Client{
+		Timeout: timeout,
+		// A redirect is never followed: the key goes nowhere but URL.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	backends := stripeapi.NewBackendsWithConfig(&stripeapi.BackendConfig{
+		URL:               stripeapi.String(apiURL),
+		HTTPClient:        httpClient,
+		MaxNetworkRetries: stripeapi.Int64(retries),
+		LeveledLogger:     &stripeapi.LeveledLogger{Level: stripeapi.LevelNull},
+	})
+	return &Driver{
+		client:  stripeapi.NewClient(cfg.Key, stripeapi.WithBackends(backends)),
+		observe: cfg.Observe,
+	}, nil
+}
+
+// idPattern is what a PaymentIntent or Checkout Session id looks like.
+var idPattern = regexp.MustCompile(`^(pi|cs)_[A-Za-z0-9_]{1,200}$`)
+
+// payment is what the driver learnt about one Stripe object.
+type payment struct {
+	id       string
+	status   string // gateway.StatusPaid, StatusPending, StatusFailed, StatusNone
+	amount   gateway.Amount
+	currency gateway.Currency
+	// intent is the PaymentIntent id (a session's, once it has one).
+	intent string
+	// processing: money is on its way; the object can be neither closed
+	// nor taken for paid.
+	processing bool
+	// closable: Close can cancel or expire it.
+	closable bool
+}
+
+// Order asks Stripe about every payment of the order (see the package
+// documentation).
+func (d *Driver) Order(ctx context.Context, ref gateway.Ref) (gateway.Order, error) {
+	start := time.Now()
+	o, err := d.order(ctx, ref)
+	d.done("order", start, err)
+	if err != nil {
+		return gateway.Order{}, fmt.Errorf("ask Stripe about order %q: %w", ref.OrderID, err)
+	}
+	return o, nil
+}
+
+func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, error) {
+	ps, err := d.payments(ctx, ref)
+	if err != nil {
+		return gateway.Order{}, err
+	}
+	o := gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusNone}
+	for _, p := range ps {
+		switch {
+		case p.status == gateway.StatusPaid:
+			return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency}, nil
+		case p.status == gateway.StatusPending:
+			o.Status = gateway.StatusPending
+		case p.status == gateway.StatusFailed && o.Status == gateway.StatusNone:
+			o.Status = gateway.StatusFailed
+		}
+	}
+	return o, nil
+}
+
+// Close cancels or expires every payment of the order that can still be
+// completed (see the package documentation).
+func (d *Driver) Close(ctx context.Context, ref gateway.Ref) (gateway.CloseResult, error) {
+	start := time.Now()
+	r, err := d.close(ctx, ref)
+	d.done("close", start, err)
+	if err != nil {
+		return gateway.CloseResult{}, fmt.Errorf("close order %q at Stripe: %w", ref.OrderID, err)
+	}
+	return r, nil
+}
+
+func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResult, error) {
+	ps, err := d.payments(ctx, ref)
+	if err != nil {
+		return gateway.CloseResult{}, err
+	}
+	for i, p := range ps {
+		if !p.closable {
+			continue
+		}
+		if p, err = d.closeOne(ctx, ref.OrderID, p); err != nil {
+			return gateway.CloseResult{}, err
+		}
+		ps[i] = p
+	}
+	var processing []string
+	for _, p := range ps {
+		if p.status == gateway.StatusPaid {
+			return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency}, nil
+		}
+		if p.processing {
+			processing = append(processing, p.id)
+		}
+	}
+	if len(processing) > 0 {
+		return gateway.CloseResult{}, fmt.Errorf("payment %s is processing: it can be neither closed nor taken for paid yet: %w",
+			strings.Join(processing, ", "), gateway.ErrUnavailable)
+	}
+	return gateway.CloseResult{Status: gateway.CloseClosed}, nil
+}
+
+// closeOne cancels a PaymentIntent or expires a Checkout Session. A 200
+// answer means Stripe canceled or expired it (by its API), unless the
+// object in it succeeded. Refused because its state changed (it just
+// succeeded, or was canceled by someone else), it is read again: that state
+// is the answer.
+func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payment, error) {
+	var err error
+	if strings.HasPrefix(p.id, "pi_") {
+		var pi *stripeapi.PaymentIntent
+		pi, err = d.client.V1PaymentIntents.Cancel(ctx, p.id, &stripeapi.PaymentIntentCancelParams{
+			CancellationReason: stripeapi.String(string(stripeapi.PaymentIntentCancellationReasonAbandoned)),
+		})
+		if err == nil && pi.Status == stripeapi.PaymentIntentStatusSucceeded {
+			return fromIntent(orderID, p.id, pi)
+		}
+	} else {
+		var s *stripeapi.CheckoutSession
+		s, err = d.client.V1CheckoutSessions.Expire(ctx, p.id, &stripeapi.CheckoutSessionExpireParams{})
+		if err == nil && s.Status == stripeapi.CheckoutSessionStatusComplete {
+			return fromSession(orderID, p.id, s)
+		}
+	}
+	if err == nil {
+		return payment{id: p.id, intent: p.intent, currency: p.currency, status: gateway.StatusFailed}, nil
+	}
+	var se *stripeapi.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest &&
+		(se.Code == stripeapi.ErrorCodePaymentIntentUnexpectedState || strings.HasPrefix(p.id, "cs_")) {
+		return d.retrieve(ctx, orderID, p.id)
+	}
+	return payment{}, fmt.Errorf("close %s: %w", p.id, classify(err))
+}
+
+// Refund refunds the PaymentIntent of req.PaymentID (a PaymentIntent, or a
+// Checkout Session's) once per req.IdempotencyKey.
+func (d *Driver) Refund(ctx context.Context, req gateway.RefundRequest) (gateway.Refund, error) {
+	start := time.Now()
+	r, err := d.refund(ctx, req)
+	d.done("refund", start, err)
+	if err != nil {
+		return gateway.Refund{}, fmt.Errorf("refund payment %q of order %q at Stripe: %w", req.PaymentID, req.OrderID, err)
+	}
+	return r, nil
+}
+
+func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway.Refund, error) {
+	if req.IdempotencyKey == "" {
+		return gateway.Refund{}, fmt.Errorf("idempotency key is required: %w", gateway.ErrBadRequest)
+	}
+	if err := req.Amount.Validate(); err != nil {
+		return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
+	}
+	p, err := d.retrieve(ctx, req.OrderID, req.PaymentID)
+	if err != nil {
+		return gateway.Refund{}, err
+	}
+	if p.status == gateway.StatusNone {
+		return gateway.Refund{}, fmt.Errorf("Stripe knows no payment %q: %w", req.PaymentID, gateway.ErrBadRequest)
+	}
+	if p.intent == "" {
+		return gateway.Refund{}, fmt.Errorf("payment %q has no PaymentIntent to refund: %w", req.PaymentID, gateway.ErrBadRequest)
+	}
+	params := &stripeapi.RefundCreateParams{
+		PaymentIntent: stripeapi.String(p.intent),
+		Metadata:      map[string]string{"order_id": req.OrderID, "idempotency_key": req.IdempotencyKey},
+	}
+	if req.Amount != "" {
+		if p.currency == "" {
+			return gateway.Refund{}, fmt.Errorf("payment %q has no currency to convert the amount: %w", req.PaymentID, gateway.ErrBadRequest)
+		}
+		minor, err := Minor(req.Amount, string(p.currency))
+		if err != nil {
+			return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
+		}
+		params.Amount = stripeapi.Int64(minor)
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	r, err := d.client.V1Refunds.Create(ctx, params)
+	var se *stripeapi.Error
+	if errors.As(err, &se) && se.Code == stripeapi.ErrorCodeChargeAlreadyRefunded {
+		// Refunded before, maybe by this key more than 24 hours ago.
+		if r, err = d.findRefund(ctx, p.intent, req.IdempotencyKey); err != nil {
+			return gateway.Refund{}, err
+		}
+		if r == nil {
+			return gateway.Refund{}, fmt.Errorf("payment %q was refunded, but not with idempotency key %q: %w",
+				req.PaymentID, req.IdempotencyKey, gateway.ErrBadAnswer)
+		}
+	} else if err != nil {
+		return gateway.Refund{}, classify(err)
+	}
+	return refundAnswer(r)
+}
+
+// findRefund finds the refund of PaymentIntent intent made with an
+// idempotency key, or nil.
+func (d *Driver) findRefund(ctx context.Context, intent, key string) (*stripeapi.Refund, error) {
+	params := &stripeapi.RefundListParams{PaymentIntent: stripeapi.String(intent)}
+	params.Limit = stripeapi.Int64(100)
+	n := 0
+	for r, err := range d.client.V1Refunds.List(ctx, params) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if r.Metadata["idempotency_key"] == key {
+			return r, nil
+		}
+		if n++; n >= 1000 {
+			break
+		}
+	}
+	return nil, nil
+}
+
+func refundAnswer(r *stripeapi.Refund) (gateway.Refund, error) {
+	if r == nil || r.ID == "" {
+		return gateway.Refund{}, fmt.Errorf("refund without an id: %w", gateway.ErrBadAnswer)
+	}
+	switch r.Status {
+	case stripeapi.RefundStatusSucceeded, stripeapi.RefundStatusPending, stripeapi.RefundStatusRequiresAction:
+		// Succeeded, or on its way: Stripe owes the buyer the money now.
+		return gateway.Refund{RefundID: r.ID, Status: gateway.RefundRefunded}, nil
+	default:
+		return gateway.Refund{}, fmt.Errorf("refund %s is %s: %w", r.ID, quote(string(r.Status)), gateway.ErrBadAnswer)
+	}
+}
+
+// MaxListed bounds how many charges, refunds and Checkout Sessions one
+// Payments call reads of each.
+const MaxListed = 10000
+
+// sessionLifetime is the longest a Checkout Session stays open: a session
+// paid after a moment was created at most this long before it.
+const sessionLifetime = 24 * time.Hour
+
+// Payments lists the transactions Stripe recorded at or after since (to the
+// second: Stripe's times are whole seconds), oldest first by time, then
+// payment id, at most limit (1 to gateway.MaxPaymentsLimit):
+//
+//   - each succeeded charge created since then is a payment (a charge is
+//     created when the buyer pays, unlike its PaymentIntent) at its time;
+//   - each succeeded or pending refund created since then is a refund, of
+//     its amount, at its time.
+//
+// Each is named as the shop named it in begin_payment: by its Checkout
+// Session's id when it paid a session (sessions created up to 24 hours
+// before since are read to find them), else by its PaymentIntent's id. The
+// order id is the session's metadata order_id (or client_reference_id),
+// else the PaymentIntent's metadata order_id, else the charge's.
+func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
+	start := time.Now()
+	ps, err := d.list(ctx, since, limit)
+	d.done("payments", start, err)
+	if err != nil {
+		return nil, fmt.Errorf("list Stripe payments since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return ps, nil
+}
+
+func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
+	if limit < 1 || limit > gateway.MaxPaymentsLimit {
+		return nil, fmt.Errorf("limit must be 1 to %d, got %d: %w", gateway.MaxPaymentsLimit, limit, gateway.ErrBadRequest)
+	}
+	from := &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}
+
+	cp := &stripeapi.ChargeListParams{CreatedRange: from}
+	cp.Limit = stripeapi.Int64(100)
+	cp.AddExpand("data.payment_intent")
+	var charges []*stripeapi.Charge
+	for c, err := range d.client.V1Charges.List(ctx, cp) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if len(charges) >= MaxListed {
+			return nil, fmt.Errorf("more than %d charges since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+		}
+		if c.Status == stripeapi.ChargeStatusSucceeded {
+			charges = append(charges, c)
+		}
+	}
+
+	rp := &stripeapi.RefundListParams{CreatedRange: from}
+	rp.Limit = stripeapi.Int64(100)
+	rp.AddExpand("data.payment_intent")
+	var refunds []*stripeapi.Refund
+	for r, err := range d.client.V1Refunds.List(ctx, rp) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if len(refunds) >= MaxListed {
+			return nil, fmt.Errorf("more than %d refunds since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+		}
+		if r.Status == stripeapi.RefundStatusSucceeded || r.Status == stripeapi.RefundStatusPending {
+			refunds = append(refunds, r)
+		}
+	}
+	if len(charges) == 0 && len(refunds) == 0 {
+		return nil, nil
+	}
+
+	sp := &stripeapi.CheckoutSessionListParams{
+		CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Add(-sessionLifetime).Unix()},
+		Status:       stripeapi.String(string(stripeapi.CheckoutSessionStatusComplete)),
+	}
+	sp.Limit = stripeapi.Int64(100)
+	sessions := map[string]*stripeapi.CheckoutSession{} // by PaymentIntent id
+	n := 0
+	for cs, err := range d.client.V1CheckoutSessions.List(ctx, sp) {
+		if err != nil {
+			return nil, classify(err)
+		}
+		if n++; n > MaxListed {
+			return nil, fmt.Errorf("more than %d Checkout Sessions since a day before then: %w", MaxListed, gateway.ErrBadRequest)
+		}
+		if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
+			sessions[cs.PaymentIntent.ID] = cs
+		}
+	}
+	// name names a transaction of PaymentIntent pi (nil for a charge made
+	// without one: fallbackID) as begin_payment did.
+	name := func(pi *stripeapi.PaymentIntent, fallbackID, fallbackOrder string) (paymentID, orderID string) {
+		paymentID, orderID = fallbackID, fallbackOrder
+		if pi == nil || pi.ID == "" {
+			return
+		}
+		paymentID = pi.ID
+		orderID = cmp.Or(pi.Metadata["order_id"], orderID)
+		if cs, ok := sessions[pi.ID]; ok {
+			paymentID = cs.ID
+			orderID = cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID, orderID)
+		}
+		return
+	}
+
+	var out []gateway.Payment
+	for _, c := range charges {
+		amount, currency, err := money(c.ID, c.Amount, c.Currency)
+		if err != nil {
+			return nil, err
+		}
+		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentPaid, At: time.Unix(c.Created, 0).UTC()}
+		p.PaymentID, p.OrderID = name(c.PaymentIntent, c.ID, c.Metadata["order_id"])
+		out = append(out, p)
+	}
+	for _, r := range refunds {
+		amount, currency, err := money(r.ID, r.Amount, r.Currency)
+		if err != nil {
+			return nil, err
+		}
+		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentRefunded, At: time.Unix(r.Created, 0).UTC()}
+		fallback := r.ID
+		if r.Charge != nil && r.Charge.ID != "" {
+			fallback = r.Charge.ID
+		}
+		p.PaymentID, p.OrderID = name(r.PaymentIntent, fallback, r.Metadata["order_id"])
+		out = append(out, p)
+	}
+	// Stripe lists newest first.
+	slices.SortStableFunc(out, func(a, b gateway.Payment) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.PaymentID, b.PaymentID))
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// payments reads the order's payments at Stripe: the ones ref names, or
+// those Stripe's search finds by metadata order_id.
+func (d *Driver) payments(ctx context.Context, ref gateway.Ref) ([]payment, error) {
+	if len(ref.PaymentIDs) == 0 {
+		return d.search(ctx, ref.OrderID)
+	}
+	var ps []payment
+	for _, id := range ref.PaymentIDs {
+		p, err := d.retrieve(ctx, ref.OrderID, id)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// retrieve reads one PaymentIntent or Checkout Session; one Stripe does
+// not know is StatusNone.
+func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, error) {
+	if !idPattern.MatchString(id) {
+		return payment{}, fmt.Errorf("payment id %s names no Stripe PaymentIntent (pi_...) or Checkout Session (cs_...): %w", quote(id), gateway.ErrBadRequest)
+	}
+	var (
+		pi  *stripeapi.PaymentIntent
+		cs  *stripeapi.CheckoutSession
+		err error
+	)
+	if strings.HasPrefix(id, "pi_") {
+		pi, err = d.client.V1PaymentIntents.Retrieve(ctx, id, nil)
+	} else {
+		cs, err = d.client.V1CheckoutSessions.Retrieve(ctx, id, nil)
+	}
+	var se *stripeapi.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound && se.Code == stripeapi.ErrorCodeResourceMissing {
+		return payment{id: id, status: gateway.StatusNone}, nil
+	}
+	if err != nil {
+		return payment{}, fmt.Errorf("retrieve %s: %w", id, classify(err))
+	}
+	if pi != nil {
+		return fromIntent(orderID, id, pi)
+	}
+	return fromSession(orderID, id, cs)
+}
+
+// MaxSearched bounds how many PaymentIntents a search for one order reads.
+const MaxSearched = 100
+
+// search finds the PaymentIntents whose metadata order_id is orderID.
+func (d *Driver) search(ctx context.Context, orderID string) ([]payment, error) {
+	params := &stripeapi.PaymentIntentSearchParams{}
+	params.Query = SearchQuery(orderID)
+	params.Limit = stripeapi.Int64(MaxSearched)
+	params.Single = true
+	var ps []payment
+	for pi, err := range d.client.V1PaymentIntents.Search(ctx, params) {
+		if err != nil {
+			return nil, fmt.Errorf("search PaymentIntents of order %q: %w", orderID, classify(err))
+		}
+		if pi.Metadata["order_id"] != orderID {
+			continue // not exactly this order
+		}
+		p, err := fromIntent(orderID, pi.ID, pi)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// SearchQuery is the Stripe search query for the PaymentIntents of an
+// order: metadata["order_id"]:"<id>", with backslashes and double quotes in
+// the id escaped, so that an id cannot change the query.
+func SearchQuery(orderID string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `metadata["order_id"]:"` + r.Replace(orderID) + `"`
+}
+
+// fromIntent reads a PaymentIntent. orderID, if not empty, must be its
+// metadata order_id when it has one.
+func fromIntent(orderID, id string, pi *stripeapi.PaymentIntent) (payment, error) {
+	if pi == nil || pi.ID != id {
+		return payment{}, fmt.Errorf("asked for PaymentIntent %s, the answer is about another: %w", id, gateway.ErrBadAnswer)
+	}
+	if err := checkOrder(orderID, id, pi.Metadata); err != nil {
+		return payment{}, err
+	}
+	p := payment{id: id, intent: id}
+	if pi.Currency != "" {
+		var err error
+		if _, p.currency, err = money(id, 0, pi.Currency); err != nil {
+			return payment{}, err
+		}
+	}
+	switch pi.Status {
+	case stripeapi.PaymentIntentStatusSucceeded:
+		amount := pi.AmountReceived
+		if amount == 0 {
+			amount = pi.Amount
+		}
+		var err error
+		if p.amount, p.currency, err = money(id, amount, pi.Currency); err != nil {
+			return payment{}, err
+		}
+		p.status = gateway.StatusPaid
+	case stripeapi.PaymentIntentStatusProcessing:
+		p.status, p.processing = gateway.StatusPending, true
+	case stripeapi.PaymentIntentStatusRequiresPaymentMethod, stripeapi.PaymentIntentStatusRequiresConfirmation,
+		stripeapi.PaymentIntentStatusRequiresAction, stripeapi.PaymentIntentStatusRequiresCapture:
+		// requires_capture: authorized, not taken; the shop captures or
+		// the close cancels (releasing the authorization).
+		p.status, p.closable = gateway.StatusPending, true
+	case stripeapi.PaymentIntentStatusCanceled:
+		p.status = gateway.StatusFailed
+	default:
+		return payment{}, fmt.Errorf("PaymentIntent %s has status %s: %w", id, quote(string(pi.Status)), gateway.ErrBadAnswer)
+	}
+	return p, nil
+}
+
+// fromSession reads a Checkout Session.
+func fromSession(orderID, id string, s *stripeapi.CheckoutSession) (payment, error) {
+	if s == nil || s.ID != id {
+		return payment{}, fmt.Errorf("asked for Checkout Session %s, the answer is about another: %w", id, gateway.ErrBadAnswer)
+	}
+	if err := checkOrder(orderID, id, s.Metadata); err != nil {
+		return payment{}, err
+	}
+	if s.ClientReferenceID != "" && orderID != "" && s.ClientReferenceID != orderID {
+		return payment{}, fmt.Errorf("Checkout Session %s has client_reference_id %s, not order %q: %w", id, quote(s.ClientReferenceID), orderID, gateway.ErrBadAnswer)
+	}
+	p := payment{id: id}
+	if s.PaymentIntent != nil {
+		p.intent = s.PaymentIntent.ID
+	}
+	if s.Currency != "" {
+		var err error
+		if _, p.currency, err = money(id, 0, s.Currency); err != nil {
+			return payment{}, err
+		}
+	}
+	switch {
+	case s.Status == stripeapi.CheckoutSessionStatusComplete &&
+		(s.PaymentStatus == stripeapi.CheckoutSessionPaymentStatusPaid || s.PaymentStatus == stripeapi.CheckoutSessionPaymentStatusNoPaymentRequired):
+		var err error
+		if p.amount, p.currency, err = money(id, s.AmountTotal, s.Currency); err != nil {
+			return payment{}, err
+		}
+		p.status = gateway.StatusPaid
+	case s.Status == stripeapi.CheckoutSessionStatusComplete:
+		// Complete but unpaid: a delayed payment method is processing.
+		p.status, p.processing = gateway.StatusPending, true
+	case s.Status == stripeapi.CheckoutSessionStatusOpen:
+		p.status, p.closable = gateway.StatusPending, true
+	case s.Status == stripeapi.CheckoutSessionStatusExpired:
+		p.status = gateway.StatusFailed
+	default:
+		return payment{}, fmt.Errorf("Checkout Session %s has status %s: %w", id, quote(string(s.Status)), gateway.ErrBadAnswer)
+	}
+	return p, nil
+}
+
+func checkOrder(orderID, id string, metadata map[string]string) error {
+	if got, ok := metadata["order_id"]; ok && orderID != "" && got != orderID {
+		return fmt.Errorf("%s belongs to order %s, not %q: %w", id, quote(got), orderID, gateway.ErrBadAnswer)
+	}
+	return nil
+}
+
+// money converts a Stripe amount and currency for the contract.
+func money(id string, minor int64, currency stripeapi.Currency) (gateway.Amount, gateway.Currency, error) {
+	c := strings.ToUpper(string(currency))
+	var cur gateway.Currency
+	if err := json.Unmarshal([]byte(`"`+c+`"`), &cur); err != nil || len(c) != 3 {
+		return "", "", fmt.Errorf("%s has currency %s: %w", id, quote(string(currency)), gateway.ErrBadAnswer)
+	}
+	a, err := Major(minor, c)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %v: %w", id, err, gateway.ErrBadAnswer)
+	}
+	return a, cur, nil
+}
+
+// classify maps a stripe-go error to the gateway's error kinds.
+func classify(err error) error {
+	var se *stripeapi.Error
+	if !errors.As(err, &se) {
+		var urlErr *url.Error
+		var netErr net.Error
+		if errors.As(err, &urlErr) || errors.As(err, &netErr) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// Connection refused, reset, timed out: nothing was learnt.
+			return fmt.Errorf("%w: %w", gateway.ErrUnavailable, err)
+		}
+		// An answer stripe-go could not read (malformed JSON).
+		return fmt.Errorf("%w: %w", gateway.ErrBadAnswer, err)
+	}
+	what := fmt.Sprintf("Stripe %s (HTTP %d, code %s, request %s): %s", se.Type, se.HTTPStatusCode, quote(string(se.Code)), se.RequestID, se.Msg)
+	switch {
+	case se.HTTPStatusCode == http.StatusTooManyRequests || se.Code == stripeapi.ErrorCodeRateLimit ||
+		se.Code == stripeapi.ErrorCodeLockTimeout || se.HTTPStatusCode >= 500 || se.Type == stripeapi.ErrorTypeAPI ||
+		se.HTTPStatusCode == http.StatusConflict:
+		return fmt.Errorf("%s: %w", what, gateway.ErrUnavailable)
+	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
+		return fmt.Errorf("%s: check the API key: %w", what, gateway.ErrBadRequest)
+	case se.Type == stripeapi.ErrorTypeInvalidRequest || se.Type == stripeapi.ErrorTypeIdempotency ||
+		se.Type == stripeapi.ErrorTypeCard || se.HTTPStatusCode == http.StatusBadRequest || se.HTTPStatusCode == http.StatusNotFound:
+		return fmt.Errorf("%s: %w", what, gateway.ErrBadRequest)
+	default:
+		return fmt.Errorf("%s: %w", what, gateway.ErrBadAnswer)
+	}
+}
+
+func (d *Driver) done(op string, start time.Time, err error) {
+	if d.observe == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, gateway.ErrUnavailable):
+		result = "unavailable"
+	case errors.Is(err, gateway.ErrBadRequest):
+		result = "bad_request"
+	default:
+		result = "bad_answer"
+	}
+	d.observe(op, result, time.Since(start))
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		return fmt.Sprintf("%q...", s[:80])
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,386 @@
+package stripe_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
+)
+
+const testKey = "sk_test_123"
+
+func newDriver(t *testing.T, url string) *stripe.Driver {
+	t.Helper()
+	d, err := stripe.New(stripe.Config{Key: testKey, URL: url, Retries: -1, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	return d
+}
+
+// Against Stripe's own stripe-mock: the driver's requests are ones Stripe's
+// API accepts (stripe-mock validates every parameter against Stripe's
+// OpenAPI spec), and its answers are read. stripe-mock is stateless (a
+// fixture per object: a PaymentIntent requiring a payment method, an open
+// Checkout Session), so these are shapes, not flows.
+func TestAgainstStripeMock(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, startStripeMock(t))
+	d := newDriver(t, rec.URL)
+
+	t.Run("order by PaymentIntent", func(t *testing.T) {
+		o, err := d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_123"}})
+		require.NoError(t, err)
+		require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPending}, o)
+		reqs := rec.take()
+		require.Len(t, reqs, 1)
+		require.Equal(t, "GET", reqs[0].Method)
+		require.Equal(t, "/v1/payment_intents/pi_123", reqs[0].Path)
+		require.Equal(t, "Bearer "+testKey, reqs[0].Header.Get("Authorization"))
+	})
+
+	t.Run("order by Checkout Session", func(t *testing.T) {
+		o, err := d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"cs_test_abc"}})
+		require.NoError(t, err)
+		require.Equal(t, gateway.StatusPending, o.Status, "an open session")
+		require.Equal(t, "/v1/checkout/sessions/cs_test_abc", rec.take()[0].Path)
+	})
+
+	t.Run("order found by search", func(t *testing.T) {
+		o, err := d.Order(bg, gateway.Ref{OrderID: `A"1\`})
+		require.NoError(t, err)
+		// The fixture's metadata names no order: not this one's payment.
+		require.Equal(t, gateway.StatusNone, o.Status)
+		reqs := rec.take()
+		require.Len(t, reqs, 1)
+		require.Equal(t, "/v1/payment_intents/search", reqs[0].Path)
+		require.Equal(t, `metadata["order_id"]:"A\"1\\"`, reqs[0].Form.Get("query"))
+	})
+
+	t.Run("close cancels a PaymentIntent and expires a session", func(t *testing.T) {
+		r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_123", "cs_test_abc"}})
+		require.NoError(t, err)
+		require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r)
+		var posts []string
+		for _, q := range rec.take() {
+			if q.Method == "POST" {
+				posts = append(posts, q.Path+" "+q.Form.Encode())
+			}
+		}
+		require.Equal(t, []string{
+			"/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned",
+			"/v1/checkout/sessions/cs_test_abc/expire ",
+		}, posts)
+	})
+
+	t.Run("refund with an idempotency key", func(t *testing.T) {
+		r, err := d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_123", Amount: "10.99", IdempotencyKey: "pi_123"})
+		require.NoError(t, err)
+		require.Equal(t, gateway.RefundRefunded, r.Status)
+		require.Regexp(t, `^re_`, r.RefundID)
+		reqs := rec.take()
+		require.Len(t, reqs, 2)
+		require.Equal(t, "/v1/payment_intents/pi_123", reqs[0].Path, "the currency is read first")
+		require.Equal(t, "POST", reqs[1].Method)
+		require.Equal(t, "/v1/refunds", reqs[1].Path)
+		require.Equal(t, "pi_123", reqs[1].Header.Get("Idempotency-Key"))
+		require.Equal(t, "1099", reqs[1].Form.Get("amount"), "USD 10.99 in cents")
+		require.Equal(t, "pi_123", reqs[1].Form.Get("payment_intent"))
+		require.Equal(t, "A1", reqs[1].Form.Get("metadata[order_id]"))
+		require.Equal(t, "pi_123", reqs[1].Form.Get("metadata[idempotency_key]"))
+
+		// An amount the currency cannot hold is never sent.
+		_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_123", Amount: "10.995", IdempotencyKey: "k"})
+		require.ErrorIs(t, err, gateway.ErrBadRequest)
+		for _, q := range rec.take() {
+			require.NotEqual(t, "POST", q.Method)
+		}
+	})
+
+	t.Run("payments since a moment", func(t *testing.T) {
+		since := time.Unix(1700000000, 0)
+		ps, err := d.Payments(bg, since, 10)
+		require.NoError(t, err)
+		reqs := rec.take()
+		require.Len(t, reqs, 3)
+		require.Equal(t, "/v1/charges", reqs[0].Path)
+		require.Equal(t, "1700000000", reqs[0].Form.Get("created[gte]"))
+		require.Equal(t, "data.payment_intent", reqs[0].Form.Get("expand[0]"))
+		require.Equal(t, "/v1/refunds", reqs[1].Path)
+		require.Equal(t, "1700000000", reqs[1].Form.Get("created[gte]"))
+		require.Equal(t, "/v1/checkout/sessions", reqs[2].Path)
+		require.Equal(t, "1699913600", reqs[2].Form.Get("created[gte]"), "sessions from a day before")
+		require.Equal(t, "complete", reqs[2].Form.Get("status"))
+		// The fixtures: a charge that succeeded and a refund that did.
+		var statuses []string
+		for _, p := range ps {
+			statuses = append(statuses, p.Status)
+			require.Equal(t, gateway.Currency("USD"), p.Currency)
+		}
+		require.ElementsMatch(t, []string{gateway.PaymentPaid, gateway.PaymentRefunded}, statuses)
+	})
+
+	t.Run("a key Stripe refuses is a bad request", func(t *testing.T) {
+		bad, err := stripe.New(stripe.Config{Key: "not-a-key", URL: rec.URL, Retries: -1})
+		require.NoError(t, err)
+		_, err = bad.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_123"}})
+		require.ErrorIs(t, err, gateway.ErrBadRequest)
+		require.Contains(t, err.Error(), "HTTP 401")
+		rec.take()
+	})
+
+	t.Run("an id that is no Stripe object is never sent", func(t *testing.T) {
+		for _, id := range []string{"P1", "pi_", "pi_../../v1/refunds", "cs_a b", "ch_123"} {
+			_, err := d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{id}})
+			require.ErrorIs(t, err, gateway.ErrBadRequest, id)
+		}
+		require.Empty(t, rec.take())
+	})
+}
+
+// scripted is a Stripe-shaped HTTP server whose answers a test sets, for
+// the states and errors stripe-mock's fixtures never show.
+type scripted struct {
+	mu      sync.Mutex
+	answers map[string][]answer // by "METHOD path"; the last one repeats
+	seen    []string
+}
+
+type answer struct {
+	code int
+	body string
+}
+
+func newScripted(t *testing.T) (*scripted, string) {
+	s := &scripted{answers: map[string][]answer{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv.URL
+}
+
+func (s *scripted) set(key string, a ...answer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers[key] = a
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Method + " " + r.URL.Path
+	s.mu.Lock()
+	s.seen = append(s.seen, key)
+	as := s.answers[key]
+	var a answer
+	switch {
+	case len(as) == 0:
+		a = answer{404, `{"error": {"type": "invalid_request_error", "code": "resource_missing", "message": "No such object"}}`}
+	case len(as) == 1:
+		a = as[0]
+	default:
+		a, s.answers[key] = as[0], as[1:]
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.code)
+	fmt.Fprint(w, a.body)
+}
+
+func intent(id, status string, amount int64, currency, orderID string) answer {
+	meta := map[string]string{}
+	if orderID != "" {
+		meta["order_id"] = orderID
+	}
+	b, _ := json.Marshal(map[string]any{
+		"id": id, "object": "payment_intent", "status": status, "amount": amount,
+		"amount_received": amount, "currency": currency, "metadata": meta, "created": 1700000000,
+	})
+	return answer{200, string(b)}
+}
+
+func stripeError(code int, typ, errCode string) answer {
+	return answer{code, fmt.Sprintf(`{"error": {"type": %q, "code": %q, "message": "scripted"}}`, typ, errCode)}
+}
+
+// Paid answers carry the amount converted exactly; Stripe's states and
+// errors map to the contract's.
+func TestStatesAndErrors(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	ref := func(ids ...string) gateway.Ref { return gateway.Ref{OrderID: "A1", PaymentIDs: ids} }
+
+	s.set("GET /v1/payment_intents/pi_jpy", intent("pi_jpy", "succeeded", 500, "jpy", "A1"))
+	o, err := d.Order(bg, ref("pi_jpy"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_jpy", Amount: "500", Currency: "JPY"}, o)
+
+	s.set("GET /v1/payment_intents/pi_kwd", intent("pi_kwd", "succeeded", 5120, "kwd", "A1"))
+	o, err = d.Order(bg, ref("pi_old", "pi_kwd"))
+	require.NoError(t, err, "pi_old is unknown to Stripe, pi_kwd paid")
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_kwd", Amount: "5.120", Currency: "KWD"}, o)
+
+	o, err = d.Order(bg, ref("pi_old"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusNone, o.Status, "resource_missing is unknown, never unpaid")
+
+	s.set("GET /v1/payment_intents/pi_c", intent("pi_c", "canceled", 100, "eur", "A1"))
+	s.set("GET /v1/payment_intents/pi_p", intent("pi_p", "processing", 100, "eur", "A1"))
+	o, err = d.Order(bg, ref("pi_c"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusFailed, o.Status)
+	o, err = d.Order(bg, ref("pi_c", "pi_p"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusPending, o.Status)
+
+	// A processing PaymentIntent can be neither closed nor taken for paid.
+	_, err = d.Close(bg, ref("pi_p"))
+	require.ErrorIs(t, err, gateway.ErrUnavailable)
+	// A canceled one is closed already: closing again is success.
+	r, err := d.Close(bg, ref("pi_c"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseClosed, r.Status)
+
+	// Another order's PaymentIntent, a bad currency, a negative amount.
+	s.set("GET /v1/payment_intents/pi_x", intent("pi_x", "succeeded", 100, "eur", "B2"))
+	_, err = d.Order(bg, ref("pi_x"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+	require.Contains(t, err.Error(), `belongs to order "B2"`)
+	s.set("GET /v1/payment_intents/pi_x", intent("pi_x", "succeeded", 100, "euro", "A1"))
+	_, err = d.Order(bg, ref("pi_x"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+	s.set("GET /v1/payment_intents/pi_x", intent("pi_x", "succeeded", -100, "eur", "A1"))
+	_, err = d.Order(bg, ref("pi_x"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+	s.set("GET /v1/payment_intents/pi_x", intent("pi_other", "succeeded", 100, "eur", "A1"))
+	_, err = d.Order(bg, ref("pi_x"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer, "an answer about another object")
+	s.set("GET /v1/payment_intents/pi_x", answer{200, `{"id": "pi_x", "status": `})
+	_, err = d.Order(bg, ref("pi_x"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer, "malformed JSON")
+
+	// Errors: retry, or give up.
+	for _, tc := range []struct {
+		a    answer
+		want error
+	}{
+		{stripeError(429, "invalid_request_error", "rate_limit"), gateway.ErrUnavailable},
+		{stripeError(429, "invalid_request_error", "lock_timeout"), gateway.ErrUnavailable},
+		{stripeError(500, "api_error", ""), gateway.ErrUnavailable},
+		{stripeError(503, "api_error", ""), gateway.ErrUnavailable},
+		{stripeError(401, "invalid_request_error", ""), gateway.ErrBadRequest},
+		{stripeError(403, "invalid_request_error", "secret_key_required"), gateway.ErrBadRequest},
+		{stripeError(400, "invalid_request_error", "parameter_invalid_integer"), gateway.ErrBadRequest},
+		{stripeError(400, "idempotency_error", ""), gateway.ErrBadRequest},
+	} {
+		s.set("GET /v1/payment_intents/pi_e", tc.a)
+		_, err := d.Order(bg, ref("pi_e"))
+		require.ErrorIs(t, err, tc.want, tc.a.body)
+	}
+	_, err = newDriver(t, "http://127.0.0.1:1").Order(bg, ref("pi_e"))
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "connection refused")
+}
+
+// A close refused because the PaymentIntent just succeeded is a payment:
+// the worker confirms it (PAID, or a late-payment conflict on a cancelled
+// order). An open Checkout Session paid meanwhile likewise.
+func TestCloseAnsweredPaid(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+
+	s.set("GET /v1/payment_intents/pi_1",
+		intent("pi_1", "requires_action", 1250, "eur", "A1"),
+		intent("pi_1", "succeeded", 1250, "eur", "A1"))
+	s.set("POST /v1/payment_intents/pi_1/cancel", stripeError(400, "invalid_request_error", "payment_intent_unexpected_state"))
+	r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_1", Amount: "12.50", Currency: "EUR"}, r)
+
+	session := func(status, paymentStatus string) answer {
+		return answer{200, fmt.Sprintf(`{"id": "cs_1", "object": "checkout.session", "status": %q, "payment_status": %q,
+			"amount_total": 1250, "currency": "eur", "client_reference_id": "A1", "payment_intent": "pi_9", "metadata": {"order_id": "A1"}}`, status, paymentStatus)}
+	}
+	s.set("GET /v1/checkout/sessions/cs_1", session("open", "unpaid"), session("complete", "paid"))
+	s.set("POST /v1/checkout/sessions/cs_1/expire", stripeError(400, "invalid_request_error", ""))
+	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"cs_1"}})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "cs_1", Amount: "12.50", Currency: "EUR"}, r)
+
+	// No payment recorded and none found: nothing to close.
+	s.set("GET /v1/payment_intents/search", answer{200, `{"object": "search_result", "data": [], "has_more": false}`})
+	r, err = d.Close(bg, gateway.Ref{OrderID: "A1"})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseClosed, r.Status)
+}
+
+// A refund made with the same key more than Stripe's 24 hours ago is found
+// again rather than made twice.
+func TestRefundAlreadyRefunded(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "succeeded", 1250, "eur", "A1"))
+	s.set("POST /v1/refunds", stripeError(400, "invalid_request_error", "charge_already_refunded"))
+	s.set("GET /v1/refunds", answer{200, `{"object": "list", "has_more": false, "url": "/v1/refunds", "data": [
+		{"id": "re_other", "object": "refund", "status": "succeeded", "metadata": {"idempotency_key": "x"}},
+		{"id": "re_1", "object": "refund", "status": "succeeded", "metadata": {"idempotency_key": "pi_1"}}]}`})
+	r, err := d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_1", Amount: "12.50", IdempotencyKey: "pi_1"})
+	require.NoError(t, err)
+	require.Equal(t, gateway.Refund{RefundID: "re_1", Status: gateway.RefundRefunded}, r)
+
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_1", IdempotencyKey: "other"})
+	require.ErrorIs(t, err, gateway.ErrBadAnswer, "refunded, but not by this key")
+
+	s.set("POST /v1/refunds", answer{200, `{"id": "re_2", "object": "refund", "status": "failed"}`})
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_1", IdempotencyKey: "k2"})
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+	require.True(t, strings.Contains(err.Error(), `"failed"`), err.Error())
+}
+
+func TestSearchQueryEscapes(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `metadata["order_id"]:"A1"`, stripe.SearchQuery("A1"))
+	require.Equal(t, `metadata["order_id"]:"a\" OR status:\"succeeded"`, stripe.SearchQuery(`a" OR status:"succeeded`))
+	require.Equal(t, `metadata["order_id"]:"a\\\" x"`, stripe.SearchQuery(`a\" x`))
+}
+
+// The list names each payment as the shop named it in begin_payment: a
+// Checkout Session's id for a charge that paid a session, else the
+// PaymentIntent's; oldest first; a refund is a transaction of its own.
+func TestPaymentsList(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	s.set("GET /v1/charges", answer{200, `{"object": "list", "has_more": false, "url": "/v1/charges", "data": [
+		{"id": "ch_3", "object": "charge", "status": "succeeded", "amount": 5120, "currency": "kwd", "created": 1700000300, "refunded": true,
+		 "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
+		{"id": "ch_2", "object": "charge", "status": "failed", "amount": 100, "currency": "eur", "created": 1700000200, "payment_intent": "pi_2"},
+		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 500, "currency": "jpy", "created": 1700000100,
+		 "payment_intent": {"id": "pi_1", "object": "payment_intent", "metadata": {}}}]}`})
+	s.set("GET /v1/refunds", answer{200, `{"object": "list", "has_more": false, "url": "/v1/refunds", "data": [
+		{"id": "re_3", "object": "refund", "status": "succeeded", "amount": 2000, "currency": "kwd", "created": 1700000400,
+		 "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
+		{"id": "re_9", "object": "refund", "status": "failed", "amount": 1, "currency": "eur", "created": 1700000350}]}`})
+	s.set("GET /v1/checkout/sessions", answer{200, `{"object": "list", "has_more": false, "url": "/v1/checkout/sessions", "data": [
+		{"id": "cs_1", "object": "checkout.session", "status": "complete", "payment_intent": "pi_1", "client_reference_id": "C1", "metadata": {}}]}`})
+	ps, err := d.Payments(bg, time.Unix(1700000000, 0), 10)
+	require.NoError(t, err)
+	require.Equal(t, []gateway.Payment{
+		{OrderID: "C1", PaymentID: "cs_1", Amount: "500", Currency: "JPY", Status: gateway.PaymentPaid, At: time.Unix(1700000100, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "5.120", Currency: "KWD", Status: gateway.PaymentPaid, At: time.Unix(1700000300, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "2.000", Currency: "KWD", Status: gateway.PaymentRefunded, At: time.Unix(1700000400, 0).UTC()},
+	}, ps)
+
+	ps, err = d.Payments(bg, time.Unix(1700000000, 0), 1)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "cs_1", ps[0].PaymentID, "the oldest first")
+	_, err = d.Payments(bg, time.Unix(1700000000, 0), 0)
+	require.ErrorIs(t, err, gateway.ErrBadRequest)
+}

@@ -1,0 +1,254 @@
+package cron_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+// stock is the units of each of the SKUs A and B.
+const stock = 1_000_000
+
+// setup gives a fresh database stock, no grace and no gateway checks (the
+// no-sidecar configuration), and returns it.
+func setup(t *testing.T, ctx context.Context) *pgxpool.Pool {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	_, err := db.Exec(ctx, fmt.Sprintf(`SELECT ordertimeout.put_stock('A', %d);
+		SELECT ordertimeout.put_stock('B', %d);
+		SELECT ordertimeout.configure(grace => interval '0', precheck => 'never')`, stock, stock))
+	require.NoError(t, err)
+	return db
+}
+
+// createDue creates n orders of two items, due from first to last after now
+// (database clock), evenly spread.
+func createDue(t *testing.T, ctx context.Context, db *pgxpool.Pool, prefix string, n int, first, last time.Duration) {
+	t.Helper()
+	_, err := db.Exec(ctx, `
+		SELECT ordertimeout.create_order($1 || g, '[{"sku":"A","qty":1},{"sku":"B","qty":2}]',
+		       $2::bigint * interval '1 microsecond' + (g * ($3::bigint - $2::bigint) / $4::bigint) * interval '1 microsecond')
+		FROM generate_series(0, $4::bigint - 1) AS g`,
+		prefix, first.Microseconds(), last.Microseconds(), n)
+	require.NoError(t, err)
+}
+
+// runResult is what one CALL of run_sweeper did, by the database's clock.
+type runResult struct {
+	took    time.Duration
+	standby bool // it said another run was sweeping, and stood by
+	err     error
+}
+
+// callSweeper connects, tells ready, and runs CALL
+// ordertimeout.run_sweeper(...) once start is closed.
+func callSweeper(ctx context.Context, url, args string, ready chan<- struct{}, start <-chan struct{}) runResult {
+	config, err := pgx.ParseConfig(url)
+	if err != nil {
+		return runResult{err: err}
+	}
+	var mu sync.Mutex
+	var notices []string
+	config.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		notices = append(notices, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, config)
+	if err != nil {
+		return runResult{err: err}
+	}
+	defer conn.Close(ctx)
+	ready <- struct{}{}
+	<-start
+	var began, ended time.Time
+	if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&began); err != nil {
+		return runResult{err: err}
+	}
+	if _, err := conn.Exec(ctx, "CALL ordertimeout.run_sweeper("+args+")"); err != nil {
+		return runResult{err: fmt.Errorf("call run_sweeper: %w", err)}
+	}
+	if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&ended); err != nil {
+		return runResult{err: err}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r := runResult{took: ended.Sub(began)}
+	for _, n := range notices {
+		r.standby = r.standby || strings.Contains(n, "another run_sweeper is sweeping this database; this one stands by")
+	}
+	return r
+}
+
+// checkCancelledOnce asserts that every order named prefix% is CANCELLED by
+// its timeout, with one CANCELLED event and its two items released once,
+// within lag of cancel_at unless lag is 0, and that the invariants hold.
+func checkCancelledOnce(t *testing.T, ctx context.Context, db *pgxpool.Pool, prefix string, n int, lag time.Duration) {
+	t.Helper()
+	var cancelled, events, releases int
+	var worst float64
+	require.NoError(t, db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE o.status = 'CANCELLED' AND o.cancel_cause = 'timeout'),
+		       (SELECT count(*) FROM ordertimeout.events AS e WHERE e.order_id LIKE $1 || '%' AND e.to_status = 'CANCELLED'),
+		       (SELECT count(*) FROM ordertimeout.releases AS r WHERE r.order_id LIKE $1 || '%'),
+		       coalesce(max(extract(epoch FROM o.cancelled_at - o.cancel_at)), 0)::float8
+		FROM ordertimeout.orders AS o
+		WHERE o.order_id LIKE $1 || '%'`, prefix).Scan(&cancelled, &events, &releases, &worst))
+	require.Equal(t, n, cancelled, "every order cancelled by its timeout")
+	require.Equal(t, n, events, "one CANCELLED event per order")
+	require.Equal(t, 2*n, releases, "each of the two items released once")
+	if lag > 0 {
+		require.Less(t, worst, lag.Seconds(), "cancelled within %s of cancel_at", lag)
+	}
+	report, err := invariant.Check(ctx, db, invariant.Options{StockTotals: map[string]int64{"A": stock, "B": stock}})
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
+	t.Logf("%d orders cancelled once, worst lag %.0f ms", n, worst*1000)
+}
+
+// TestRunSweeperOverlap: two runs of run_sweeper start at once (pg_cron
+// never overlaps runs of one job, but a second schedule or a manual CALL
+// can), one for 2 s, one for 4 s. One sweeps while the other stands by, and
+// the one left takes over when the other ends; each runs for its whole
+// duration; every order due meanwhile, also after the shorter run ended, is
+// cancelled exactly once, in time.
+func TestRunSweeperOverlap(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	const n = 300
+
+	durations := []time.Duration{2 * time.Second, 4 * time.Second}
+	ready, start := make(chan struct{}, len(durations)), make(chan struct{})
+	results := make([]runResult, len(durations))
+	var wg sync.WaitGroup
+	for i, d := range durations {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = callSweeper(ctx, url, fmt.Sprintf("duration => %d * interval '1 millisecond'", d.Milliseconds()), ready, start)
+		}()
+	}
+	for range durations {
+		<-ready
+	}
+	// Due from 1 s to 3.5 s after their creation: after both runs have
+	// started, and after the shorter one has ended.
+	createDue(t, ctx, db, "o-", n, time.Second, 3500*time.Millisecond)
+	close(start)
+	wg.Wait()
+
+	standby := 0
+	for i, r := range results {
+		require.NoError(t, r.err, "run %d", i)
+		require.GreaterOrEqual(t, r.took, durations[i], "run %d ran for its whole duration", i)
+		require.Less(t, r.took, durations[i]+time.Second, "run %d stopped when its duration was over", i)
+		if r.standby {
+			standby++
+		}
+	}
+	require.GreaterOrEqual(t, standby, 1, "a run stood by while the other swept: %+v", results)
+	checkCancelledOnce(t, ctx, db, "o-", n, maxLag)
+}
+
+// TestRunSweeperDrainsBacklog: with more due than one batch, run_sweeper
+// sweeps again at once instead of sleeping, and drains the backlog.
+func TestRunSweeperDrainsBacklog(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	const n = 3000
+	createDue(t, ctx, db, "b-", n, time.Second, time.Second)
+	_, err := db.Exec(ctx, `UPDATE ordertimeout.orders SET cancel_at = cancel_at - interval '2 seconds',
+	                                                          expire_at = expire_at - interval '2 seconds',
+	                                                          created_at = created_at - interval '2 seconds';
+	                        UPDATE public.river_job SET scheduled_at = scheduled_at - interval '2 seconds'
+	                         WHERE queue = 'ordertimeout_expire'`)
+	require.NoError(t, err)
+	r := callSweeper(ctx, pgtest.URL(t, db), "max => 200, duration => interval '3 seconds'",
+		make(chan struct{}, 1), closed())
+	require.NoError(t, r.err)
+	require.False(t, r.standby)
+	var pending int
+	require.NoError(t, db.QueryRow(ctx, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'PENDING'").Scan(&pending))
+	require.Zero(t, pending, "drained in batches of 200 within the run")
+	checkCancelledOnce(t, ctx, db, "b-", n, 0)
+}
+
+// closed returns a closed channel.
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// TestRunSweeperWaitsOnHeldTimer: a due timer that another session holds
+// cannot be claimed; run_sweeper then waits max_sleep between sweeps instead
+// of spinning on it (about 10 sweeps in a second, not hundreds).
+func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	createDue(t, ctx, db, "held-", 1, time.Millisecond, time.Millisecond)
+
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	var held int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = 'ordertimeout_expire' FOR UPDATE`).Scan(&held))
+	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
+		var due bool
+		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
+		return due, err
+	})
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '1 second')")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	require.NoError(t, err)
+	var calls int64
+	waitFor(t, ctx, 10*time.Second, "the sweeps to show in pg_stat_user_functions", func() (bool, error) {
+		_, err := conn.Exec(ctx, "SELECT 1") // an idle moment after it flushes the session's counts
+		if err != nil {
+			return false, err
+		}
+		err = db.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
+		                         WHERE schemaname = 'ordertimeout' AND funcname = 'sweep_due'`).Scan(&calls)
+		return calls > 0, err
+	})
+	t.Logf("%d sweeps in 1 s with the due timer held elsewhere", calls)
+	require.LessOrEqual(t, calls, int64(30), "run_sweeper waits max_sleep (100 ms) between sweeps that can claim nothing")
+	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held timer was not taken")
+}
+
+// status returns an order's status.
+func status(t *testing.T, ctx context.Context, db *pgxpool.Pool, orderID string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, db.QueryRow(ctx, "SELECT status FROM ordertimeout.orders WHERE order_id = $1", orderID).Scan(&s))
+	return s
+}

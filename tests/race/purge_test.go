@@ -1,0 +1,163 @@
+package race_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+// TestPurgeRacesLatePayment: two sessions purge old CLOSED orders in small
+// batches while four others confirm a late payment for every one of them, in
+// random order, all at once. Each order ends one of two ways: the purge took
+// it first, and the confirmation then finds no order (OT120, nothing
+// written); or the confirmation came first, and the order stays with its
+// open conflict, which no purge deletes. Never both, never a purge error
+// (a conflict's foreign key would refuse the order's deletion), never a
+// conflict, payment or event left of a purged order.
+func TestPurgeRacesLatePayment(t *testing.T) {
+	t.Parallel()
+	const (
+		orders  = 600
+		purgers = 2
+		payers  = 4
+		batch   = 20
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	totals := map[string]int64{"A": 1_000_000, "B": 1_000_000}
+	require.NoError(t, putStock(ctx, pool, totals))
+	_, err := pool.Exec(ctx, `
+		SELECT ordertimeout.create_order('o' || g, '[{"sku":"A","qty":1},{"sku":"B","qty":1}]')
+		FROM generate_series(1, $1::integer) AS g`, orders)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.cancel_order(o.order_id) FROM ordertimeout.orders AS o`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.close_cancelled(interval '0', 100000);
+		UPDATE ordertimeout.orders SET closed_at = closed_at - interval '1 day'`)
+	require.NoError(t, err)
+
+	ids := make([]string, orders)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("o%d", i+1)
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := make(map[string]string) // order -> "conflict" or "unknown"
+	purged := 0
+	var failure error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failure == nil {
+			failure = err
+		}
+	}
+	for _, conn := range connectN(ctx, t, url, purgers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				var n int
+				if err := conn.QueryRow(ctx, "SELECT ordertimeout.purge_orders(interval '1 hour', $1)", batch).Scan(&n); err != nil {
+					fail(fmt.Errorf("purge_orders: %w", err))
+					return
+				}
+				mu.Lock()
+				purged += n
+				done := len(answers) == orders
+				mu.Unlock()
+				if n == 0 && done {
+					return
+				}
+			}
+		}()
+	}
+	for p, conn := range connectN(ctx, t, url, payers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := p; i < orders; i += payers {
+				id := ids[i]
+				var answer string
+				err := conn.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2)", id, "late-"+id).Scan(&answer)
+				var pgErr *pgconn.PgError
+				switch {
+				case errors.As(err, &pgErr) && pgErr.Code == "OT120":
+					answer = "unknown"
+				case err != nil:
+					fail(fmt.Errorf("confirm_payment %s: %w", id, err))
+					return
+				}
+				mu.Lock()
+				answers[id] = answer
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, failure)
+	require.Len(t, answers, orders)
+
+	kept := 0
+	rows, err := pool.Query(ctx, `
+		SELECT g.id,
+		       (SELECT count(*) FROM ordertimeout.orders AS o WHERE o.order_id = g.id AND o.status = 'CLOSED'),
+		       (SELECT count(*) FROM ordertimeout.conflicts AS c WHERE c.order_id = g.id AND c.resolution IS NULL
+		                                                             AND c.kind = 'late_payment'),
+		       (SELECT count(*) FROM ordertimeout.payments AS p WHERE p.order_id = g.id AND p.status = 'late'),
+		       (SELECT count(*) FROM ordertimeout.events AS e WHERE e.order_id = g.id),
+		       (SELECT count(*) FROM ordertimeout.order_items AS i WHERE i.order_id = g.id)
+		FROM unnest($1::text[]) AS g(id)`, ids)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		var order, conflict, payment, events, items int
+		require.NoError(t, rows.Scan(&id, &order, &conflict, &payment, &events, &items))
+		switch answers[id] {
+		case "conflict":
+			require.Equal(t, []int{1, 1, 1}, []int{order, conflict, payment},
+				"%s: its late payment was recorded, so the order, its open conflict and the payment stay", id)
+			require.Equal(t, 2, items, id)
+			kept++
+		case "unknown":
+			require.Equal(t, []int{0, 0, 0, 0, 0}, []int{order, conflict, payment, events, items},
+				"%s: purged before its payment came: nothing of it is left", id)
+		default:
+			t.Fatalf("%s: confirm_payment answered %q", id, answers[id])
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, orders-kept, purged, "every purged order was counted once")
+	t.Logf("%d orders purged before their late payment, %d kept with an open conflict", purged, kept)
+
+	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals})
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
+
+	// Resolved, they go too.
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.resolve_conflict(conflict_id, 'refund') FROM ordertimeout.open_conflicts(100000)`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT ordertimeout.purge_orders(interval '1 hour', 100000)").Scan(&n))
+	require.Equal(t, kept, n)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM ordertimeout.orders) + (SELECT count(*) FROM ordertimeout.conflicts)
+	                                         + (SELECT count(*) FROM ordertimeout.payments)`).Scan(&n))
+	require.Zero(t, n, "nothing is left")
+}
