@@ -118,7 +118,7 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 	kept := 0
 	rows, err := pool.Query(ctx, `
 		SELECT g.id,
-		       (SELECT count(*) FROM ordertimeout.orders AS o WHERE o.order_id = g.id AND o.status = 'CLOSED'),
+		       (SELECT count(*) FROM ordertimeout.orders AS o WHERE o.order_id = g.id AND o.status = 'CANCELLED'),
 		       (SELECT count(*) FROM ordertimeout.conflicts AS c WHERE c.order_id = g.id AND c.resolution IS NULL
 		                                                             AND c.kind = 'late_payment'),
 		       (SELECT count(*) FROM ordertimeout.payments AS p WHERE p.order_id = g.id AND p.status = 'late'),
@@ -126,6 +126,7 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 		       (SELECT count(*) FROM ordertimeout.order_items AS i WHERE i.order_id = g.id)
 		FROM unnest($1::text[]) AS g(id)`, ids)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var order, conflict, payment, events, items int
@@ -133,7 +134,7 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 		switch answers[id] {
 		case "conflict":
 			require.Equal(t, []int{1, 1, 1}, []int{order, conflict, payment},
-				"%s: its late payment was recorded, so the order, its open conflict and the payment stay", id)
+				"%s: its late payment was recorded, so the order (CANCELLED again), its open conflict and the payment stay", id)
 			require.Equal(t, 2, items, id)
 			kept++
 		case "unknown":
@@ -151,8 +152,14 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, report.OK(), report.String())
 
-	// Resolved, they go too.
+	// Resolved and closed again, they go too.
 	_, err = pool.Exec(ctx, `SELECT ordertimeout.resolve_conflict(conflict_id, 'refund') FROM ordertimeout.open_conflicts(100000)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.finish_refund(conflict_id, 'R-' || conflict_id) FROM ordertimeout.open_conflicts(100000)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.close_cancelled(interval '0', 100000)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ordertimeout.orders SET closed_at = closed_at - interval '2 hours' WHERE status = 'CLOSED'`)
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT ordertimeout.purge_orders(interval '1 hour', 100000)").Scan(&n))

@@ -12,15 +12,15 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 )
 
 // Prefix is the path the console is served under.
@@ -140,7 +140,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, logger: cfg.Logger, pages: map[string]*template.Template{}, trusted: map[string]bool{}}
 	for _, host := range cfg.TrustedHosts {
-		h.trusted[hostname(host)] = true
+		h.trusted[server.Hostname(host)] = true
 	}
 	if h.logger == nil {
 		h.logger = slog.Default()
@@ -270,49 +270,6 @@ func checkCSRF(u *user, token string, now time.Time) string {
 		return "the CSRF token has expired: reload the page"
 	}
 	return ""
-}
-
-// crossOrigin says why r, a request that changes something, comes from
-// another origin, or "" if it comes from this server's pages. The rules are
-// the HTTP server's (package server): the Origin must be this server's
-// (scheme http or https, host and port as in Host, or a host of trusted);
-// without Origin,
-// Sec-Fetch-Site must be same-origin or none; without both, a Referer must
-// be this server's. A request with none of them is not from a browser; the
-// CSRF token still applies to it.
-func crossOrigin(r *http.Request, trusted map[string]bool) string {
-	same := func(raw string) bool {
-		u, err := url.Parse(raw)
-		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
-			(strings.EqualFold(u.Host, r.Host) || trusted[hostname(u.Host)])
-	}
-	if origin, ok := r.Header["Origin"]; ok {
-		if len(origin) != 1 || !same(origin[0]) {
-			return fmt.Sprintf("cross-origin request refused: Origin %q is not this server (%s)", strings.Join(origin, ", "), r.Host)
-		}
-		return ""
-	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
-		if site != "same-origin" && site != "none" {
-			return fmt.Sprintf("cross-origin request refused: Sec-Fetch-Site is %q", site)
-		}
-		return ""
-	}
-	if ref := r.Header.Get("Referer"); ref != "" && !same(ref) {
-		return fmt.Sprintf("cross-origin request refused: Referer %q is not this server (%s)", ref, r.Host)
-	}
-	return ""
-}
-
-// hostname returns the lower-case host of "host", "host:port" or
-// "[v6]:port", without brackets and a trailing dot.
-func hostname(hostport string) string {
-	h := hostport
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		h = host
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // isPlainText mirrors ordertimeout._is_plain_text: 1 to max characters,

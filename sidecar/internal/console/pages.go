@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 )
 
 // Bounds of every list the console shows.
@@ -291,7 +293,7 @@ func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 		h.fail(w, r, http.StatusForbidden, "Viewers may not act: sign in as an operator to resolve conflicts or pause.")
 		return nil
 	}
-	if why := crossOrigin(r, h.trusted); why != "" {
+	if why := server.CrossOrigin(r, h.trusted); why != "" {
 		h.logger.Warn("console: cross-origin action refused", "user", u.Name, "reason", why)
 		h.fail(w, r, http.StatusForbidden, why)
 		return nil

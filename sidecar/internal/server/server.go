@@ -184,22 +184,22 @@ func readOnly(next http.Handler) http.Handler {
 // Refused requests get 403 and a body saying why.
 func (s *Server) guard(next http.Handler) http.Handler {
 	allowed := map[string]bool{"localhost": true}
-	if h := hostname(s.Addr); h != "" {
+	if h := Hostname(s.Addr); h != "" {
 		allowed[h] = true
 	}
 	trusted := map[string]bool{} // origins by host name
 	for _, h := range s.AllowedHosts {
-		allowed[hostname(h)] = true
-		trusted[hostname(h)] = true
+		allowed[Hostname(h)] = true
+		trusted[Hostname(h)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := hostname(r.Host)
+		host := Hostname(r.Host)
 		if host == "" || (!allowed[host] && !isIP(host)) {
 			forbid(w, fmt.Sprintf("Host %q is not one this server is reached at (an IP address, localhost, or a name given with --http-allowed-hosts)", r.Host))
 			return
 		}
 		if !safeMethod(r.Method) {
-			if why := crossOrigin(r, trusted); why != "" {
+			if why := CrossOrigin(r, trusted); why != "" {
 				forbid(w, why)
 				return
 			}
@@ -208,15 +208,18 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// crossOrigin says why r comes from another origin, or "" if it does not
-// (or says nothing about it).
-func crossOrigin(r *http.Request, trusted map[string]bool) string {
+// CrossOrigin says why r comes from another origin, or "" if it does not
+// (or says nothing about it): an Origin that is not r's Host or a trusted
+// host, a Sec-Fetch-Site other than same-origin or none, or, without both,
+// a Referer of another origin. trusted holds Hostname()s. The console
+// checks its forms with it too.
+func CrossOrigin(r *http.Request, trusted map[string]bool) string {
 	sameOrigin := func(raw string) bool {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return false
 		}
-		return strings.EqualFold(u.Host, r.Host) || trusted[hostname(u.Host)]
+		return strings.EqualFold(u.Host, r.Host) || trusted[Hostname(u.Host)]
 	}
 	if origin, ok := r.Header["Origin"]; ok {
 		if len(origin) != 1 || !sameOrigin(origin[0]) {
@@ -240,9 +243,9 @@ func safeMethod(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
-// hostname returns the lower-case host of a "host", "host:port", "[v6]" or
+// Hostname returns the lower-case host of a "host", "host:port", "[v6]" or
 // "[v6]:port", without brackets and without a trailing dot.
-func hostname(hostport string) string {
+func Hostname(hostport string) string {
 	h := hostport
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		h = host
