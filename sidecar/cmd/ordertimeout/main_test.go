@@ -72,6 +72,10 @@ func start(t *testing.T, bin, databaseURL, gatewayURL, name string, flags ...str
 		"--max-sleep", "200ms",
 		"--fetch-poll-interval", "20ms",
 		"--listen-reconnect", "200ms",
+		// These tests count the jobs in flight against --max-workers; the
+		// periodic reconciliation (tested in package sidecar) would take a
+		// worker slot.
+		"--reconcile-every", "0",
 	}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
@@ -255,7 +259,7 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway-url", "http://127.0.0.1:1", "--gateway-rate", "-1"}),
 		"must not be negative")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
-	for _, cmd := range []string{"run", "status", "pause", "resume", "fakegateway"} {
+	for _, cmd := range []string{"run", "status", "pause", "resume", "reconcile", "fakegateway"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
 	}
 	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")

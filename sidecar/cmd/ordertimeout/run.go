@@ -13,13 +13,15 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
 
 const runDescription = `
 Runs the sidecar until SIGINT or SIGTERM: sweeps due orders in the database
 (ordertimeout.sweep_due, woken by NOTIFY ordertimeout_wake), works River
 queue "ordertimeout" (gateway checks before cancels, payment checks, gateway
-closes, conflict resolution, webhooks), listens for late-payment conflicts,
+closes, conflict resolution, webhooks, reconciliation with the gateway's
+payments every --reconcile-every), listens for late-payment conflicts,
 and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
 ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
@@ -73,6 +75,10 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's); a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
 	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
+	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile); 0 turns it off")
+	f.String(&cfg.ReconcileSource, "reconcile-source", "", "name of the watermark of continuous reconciliation (ordertimeout.reconcile_watermark); default gateway:<--gateway>, e.g. gateway:http")
+	f.Duration(&cfg.ReconcileOverlap, "reconcile-overlap", worker.DefaultReconcileOverlap, "each reconciliation asks again from this long before the watermark (late or skewed gateway timestamps)")
+	f.Duration(&cfg.ReconcileLookback, "reconcile-lookback", worker.DefaultReconcileLookback, "how far back the first reconciliation of a source asks")
 	log.AddFlags(f)
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err

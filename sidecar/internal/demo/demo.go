@@ -35,10 +35,12 @@ ordertimeout demo: a small web shop on PostgreSQL for %s.
 Every order reserves stock (some also a coupon or loyalty points) and must be
 paid within %s. %s later (the grace for callbacks in flight) the sidecar
 cancels it and gives everything back, exactly once. Most buyers pay in time,
-many walk away. Six scripted orders show the hard cases: a payment the gateway
+many walk away. Seven scripted orders show the hard cases: a payment the gateway
 never reports (the sidecar asks the gateway %s after the payment started),
-a declined card, a deadline extension, and two bank transfers that land after
-the cancel. The report at the end is read back from the database.
+a declined card, a deadline extension, two bank transfers that land after
+the cancel, and a QR code paid after the cancel whose callback never comes
+(the sidecar's reconciliation finds it in the gateway's records). The report
+at the end is read back from the database.
 
 `
 
@@ -168,7 +170,9 @@ func startChildren(ctx context.Context, cfg Config, env []string) (gw, sidecar *
 		return gw, nil, err
 	}
 	sidecar, err = startProcess("sidecar", cfg.SidecarBin,
-		[]string{"run", "--name", "demo", "--http", cfg.HTTPAddr, "--gateway-url", "http://" + cfg.GatewayAddr},
+		[]string{"run", "--name", "demo", "--http", cfg.HTTPAddr, "--gateway-url", "http://" + cfg.GatewayAddr,
+			// Reconcile with the gateway's records twice per order window.
+			"--reconcile-every", (newTiming(cfg.Duration).timeout / 2).String()},
 		env, cfg.LogDir)
 	if err != nil {
 		return gw, nil, err

@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	require.Empty(t, result.Problems)
 	for _, id := range []string{
 		demo.StoryAbandoned, demo.StorySilent, demo.StoryDeclined,
-		demo.StoryExtended, demo.StoryLate, demo.StoryLateSold,
+		demo.StoryExtended, demo.StoryLate, demo.StoryLateSold, demo.StoryQR,
 	} {
 		story, found := result.Story(id)
 		require.True(t, found, "story %s", id)
@@ -86,6 +86,11 @@ func TestDemo(t *testing.T) {
 	kind, resolution = conflict(demo.StoryLateSold)
 	require.Equal(t, "late_payment", kind)
 	require.Equal(t, "refunded", resolution)
+
+	st, _ = status(demo.StoryQR)
+	kind, resolution = conflict(demo.StoryQR)
+	require.Equal(t, "late_payment", kind, "the QR payment is found by reconciliation")
+	require.Contains(t, []string{"reinstated PAID", "refunded CANCELLED"}, resolution+" "+st)
 
 	var paid, cancelled int
 	require.NoError(t, pool.QueryRow(ctx, `

@@ -38,6 +38,9 @@ type Result struct {
 	PaidByCallback int64 // confirmed by the gateway's callback
 	PaidByCheck    int64 // found paid by the sidecar's gateway check
 	Reinstated     int64 // paid by a late payment after their cancel
+	// PaidByReconcile were found paid in the gateway's records (their
+	// callback never came).
+	PaidByReconcile int64
 
 	CancelledAtDeadline int64 // cancelled by the sweep at their deadline
 	CancelledAfterCheck int64 // cancelled once the gateway said they were not paid
@@ -119,9 +122,10 @@ FROM ordertimeout.cancel_lag AS l`).Scan(&r.Timeouts, &r.CaughtBySweep, &r.LagP5
 	err = db.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE e.cause = 'payment' AND e.actor NOT LIKE 'sidecar:%'),
        count(*) FILTER (WHERE e.cause = 'payment' AND e.actor LIKE 'sidecar:%'),
-       count(*) FILTER (WHERE e.cause = 'conflict')
+       count(*) FILTER (WHERE e.cause = 'conflict'),
+       count(*) FILTER (WHERE e.cause = 'reconcile')
 FROM ordertimeout.events AS e
-WHERE e.to_status = 'PAID'`).Scan(&r.PaidByCallback, &r.PaidByCheck, &r.Reinstated)
+WHERE e.to_status = 'PAID'`).Scan(&r.PaidByCallback, &r.PaidByCheck, &r.Reinstated, &r.PaidByReconcile)
 	if err != nil {
 		return nil, fmt.Errorf("read payments: %w", err)
 	}
@@ -197,6 +201,7 @@ FROM (SELECT coalesce(resolution, 'open') AS resolution, count(*) AS n
 	for _, h := range []History{
 		{OrderID: StoryLate, Title: "the late payment"},
 		{OrderID: StorySilent, Title: "the silent payment"},
+		{OrderID: StoryQR, Title: "the QR payment found by reconciliation"},
 	} {
 		if h.Events, err = loadEvents(ctx, db, h.OrderID); err != nil {
 			return nil, err
@@ -219,8 +224,8 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%d more refused: out of stock at that moment (held by unpaid orders)", r.Refused)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "  PAID\t%4d\t%d confirmed by the gateway's callback, %d found paid by the sidecar's gateway check, %d reinstated after a late payment\n",
-		by["PAID"], r.PaidByCallback, r.PaidByCheck, r.Reinstated)
+	fmt.Fprintf(tw, "  PAID\t%4d\t%d confirmed by the gateway's callback, %d found paid by the sidecar's gateway check, %d found in the gateway's records, %d reinstated after a late payment\n",
+		by["PAID"], r.PaidByCallback, r.PaidByCheck, r.PaidByReconcile, r.Reinstated)
 	fmt.Fprintf(tw, "  CANCELLED\t%4d\t%d by the sweep at their deadline, %d after the gateway said not paid\n",
 		by["CANCELLED"]+by["CLOSED"], r.CancelledAtDeadline, r.CancelledAfterCheck)
 	fmt.Fprintf(tw, "  PENDING\t%4d\t\n", by["PENDING"])

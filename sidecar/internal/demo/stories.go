@@ -21,6 +21,7 @@ const (
 	StoryExtended  = "extended-deadline"
 	StoryLate      = "late-payment"
 	StoryLateSold  = "late-payment-sold-out"
+	StoryQR        = "qr-no-callback"
 )
 
 // secondBuyer is the order that takes the last vinyl while the
@@ -134,6 +135,23 @@ func newStories(t timing) []*story {
 				return s.pay(ctx, second, fakegateway.Instant)
 			},
 			verify: verifyLateSoldOut,
+		},
+		{
+			id:   StoryQR,
+			what: "scans the QR code after the shop's window closed (the code is still valid at the gateway); the callback never comes",
+			play: func(ctx context.Context, s *shop) error {
+				o, err := s.create(ctx, StoryQR, []item{{"tee-white", 1}}, "", "", 0)
+				if err != nil {
+					return err
+				}
+				if err := s.waitStatus(ctx, o.id, "CANCELLED", o.cancelAt.Add(t.timeout/4)); err != nil {
+					return err
+				}
+				// No begin_payment, no callback: only the gateway's records
+				// know. The sidecar's reconciliation reads them.
+				return s.gw.set(ctx, o.id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "wx-" + o.id, Amount: o.amount})
+			},
+			verify: verifyQR,
 		},
 	}
 }
@@ -271,8 +289,58 @@ func verifySilent(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 		return r, nil
 	}
 	r.OK = true
-	r.Outcome = fmt.Sprintf("PAID at %s, confirmed by %s after asking the gateway; never cancelled",
-		since(events, paid), paid.actor)
+	how := "after asking the gateway"
+	if paid.cause == "reconcile" {
+		how = "from the gateway's records (reconciliation)"
+	}
+	r.Outcome = fmt.Sprintf("PAID at %s, confirmed by %s %s; never cancelled",
+		since(events, paid), paid.actor, how)
+	return r, nil
+}
+
+// verifyQR checks the QR story: cancelled by its timeout, then the money
+// found by reconciliation (a late-payment conflict with cause reconcile),
+// resolved by the policy: reinstated, or refunded if the stock is gone.
+func verifyQR(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
+	r := StoryResult{ID: StoryQR}
+	status, _, err := orderStatus(ctx, db, r.ID)
+	if err != nil {
+		return r, err
+	}
+	events, err := loadEvents(ctx, db, r.ID)
+	if err != nil {
+		return r, err
+	}
+	var cause, kind, resolution string
+	err = db.QueryRow(ctx, `
+SELECT cause, kind, coalesce(resolution, 'open')
+FROM ordertimeout.conflicts
+WHERE order_id = $1
+ORDER BY conflict_id
+LIMIT 1`, r.ID).Scan(&cause, &kind, &resolution)
+	if err == pgx.ErrNoRows {
+		r.Outcome = fmt.Sprintf("%s: the money at the gateway was not found", status)
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("read conflict of %s: %w", r.ID, err)
+	}
+	cancel, cancelled := find(events, isCancel)
+	if !cancelled {
+		r.Outcome = fmt.Sprintf("%s: never cancelled", status)
+		return r, nil
+	}
+	found, _ := find(events, func(e event) bool { _, ok := e.detail["conflict_id"]; return ok })
+	// Reinstated when the stock is still there, refunded when the
+	// background shop sold it meanwhile: either is the policy's resolution.
+	r.OK = cause == "reconcile" && kind == "late_payment" &&
+		(resolution == "reinstated" && status == "PAID" || resolution == "refunded" && status == "CANCELLED")
+	r.Outcome = fmt.Sprintf("CANCELLED by timeout at %s; reconciliation found the money at %s (conflict cause %s) → %s",
+		since(events, cancel), since(events, found), cause, resolution)
+	if resolved, ok := find(events, func(e event) bool { return e.cause == "conflict" }); ok {
+		r.Outcome += fmt.Sprintf(" at %s by %s", since(events, resolved), resolved.actor)
+	}
+	r.Outcome += ": " + status
 	return r, nil
 }
 

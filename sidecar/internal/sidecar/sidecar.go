@@ -25,6 +25,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
@@ -161,8 +162,25 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	DBMaxConns      int
 
+	// ReconcileEvery is how often the River leader reconciles the gateway's
+	// payments (job ordertimeout_reconcile). Unlike the other fields, zero
+	// turns continuous reconciliation off (the run command's flag defaults
+	// to DefaultReconcileEvery).
+	ReconcileEvery time.Duration
+	// ReconcileSource names the watermark of continuous reconciliation. If
+	// empty, "gateway:<GatewayDriver>" ("gateway:http", "gateway:stripe").
+	ReconcileSource string
+	// ReconcileOverlap and ReconcileLookback: see package worker; zero
+	// means their defaults.
+	ReconcileOverlap  time.Duration
+	ReconcileLookback time.Duration
+
 	Logger *slog.Logger
 }
+
+// DefaultReconcileEvery is the run command's default period of continuous
+// reconciliation.
+const DefaultReconcileEvery = time.Minute
 
 // DefaultName returns "<hostname>-<pid>".
 func DefaultName() string {
@@ -347,15 +365,39 @@ func (s *Sidecar) build() error {
 	badAnswers := reg.NewCounter("ordertimeout_gateway_bad_answers_total",
 		"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
 		"kind")
+	reconciled := reg.NewCounter("ordertimeout_reconcile_transactions_total",
+		"Gateway transactions this sidecar's continuous reconciliation judged, by outcome (ok, confirmed, late_payment, double_payment, amount_mismatch, known_conflict, amount_differs, refund_unknown, unknown_order, other_order).",
+		"outcome")
+	lostCallbacks := reg.NewCounter("ordertimeout_reconcile_lost_callbacks_total",
+		"Payments this sidecar's reconciliation found at the gateway whose callback never came: confirmed on a live order, or a new conflict with cause reconcile. A direct measure of lost callbacks; alert on any increase.")
+	mismatches := reg.NewCounter("ordertimeout_reconcile_mismatches_total",
+		"Gateway transactions whose amount or currency differs from this database's (amount_differs, amount_mismatch).")
+	reported := reg.NewCounter("ordertimeout_reconcile_reported_total",
+		"Gateway transactions reported for a person, by outcome (amount_differs, refund_unknown, unknown_order, other_order): nothing in the database resolves them.",
+		"outcome")
 	workers := river.NewWorkers()
 	err = worker.Register(workers, &worker.Deps{
-		Pool:          s.pool,
-		Gateway:       gw,
-		WebhookURL:    cfg.WebhookURL,
-		WebhookSecret: cfg.WebhookSecret,
-		WebhookClient: &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
-		Now:           s.clock.Now,
-		Logger:        logger,
+		Reconciled: func(outcome string) {
+			reconciled.Inc(outcome)
+			if reconcile.IsLostCallback(outcome) {
+				lostCallbacks.Inc()
+			}
+			if reconcile.IsMismatch(outcome) {
+				mismatches.Inc()
+			}
+			if reconcile.NeedsPerson(outcome) {
+				reported.Inc(outcome)
+			}
+		},
+		ReconcileOverlap:  cfg.ReconcileOverlap,
+		ReconcileLookback: cfg.ReconcileLookback,
+		Pool:              s.pool,
+		Gateway:           gw,
+		WebhookURL:        cfg.WebhookURL,
+		WebhookSecret:     cfg.WebhookSecret,
+		WebhookClient:     &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
+		Now:               s.clock.Now,
+		Logger:            logger,
 		Outcome: func(kind, outcome string) {
 			jobOutcomes.Inc(kind, outcome)
 			if outcome == "bad_answer" {
@@ -388,6 +430,12 @@ func (s *Sidecar) build() error {
 	// database's clock (package dbclock), so a host clock minutes off does
 	// not stretch or void a snooze. River's interface for this lives in its
 	// test config but is meant for production use (rivertype.TimeGenerator).
+	if cfg.ReconcileEvery > 0 {
+		args := worker.ReconcileArgs{Source: cmpOr(cfg.ReconcileSource, "gateway:"+cmpOr(cfg.GatewayDriver, gateway.DriverHTTP))}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
 	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
 		Logger:               logger.With("component", "river"),
 		Queues:               map[string]river.QueueConfig{worker.Queue: {MaxWorkers: cfg.MaxWorkers}},

@@ -17,6 +17,12 @@
 //   - ordertimeout_webhook per cancelled / paid / conflict / resolved event
 //     when settings.webhooks is on, and expiring-soon reminders.
 //
+// The sidecar's River leader inserts ordertimeout_reconcile periodically
+// (--reconcile-every), unique by its source among live jobs: it reads the
+// gateway's payments since the source's watermark and reconciles them
+// (package reconcile), so a payment whose callback never came is found
+// within one period.
+//
 // The sidecar inserts ordertimeout_resolve_conflict itself (package listener),
 // unique by its arguments, so there is one job per conflict however many
 // sidecars hear the NOTIFY or read the backlog.

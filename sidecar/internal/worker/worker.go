@@ -75,6 +75,15 @@ type Deps struct {
 	// Outcome, if set, is called with a job's kind and what it ended in
 	// ("paid", "cancelled", "refunded", "snoozed", ...), for metrics.
 	Outcome func(kind, outcome string)
+
+	// Reconciled, if set, is called with the outcome of every transaction
+	// ReconcileWorker reconciled (reconcile_payments' outcome), for metrics.
+	Reconciled func(outcome string)
+
+	// ReconcileOverlap and ReconcileLookback tune ReconcileWorker; if zero,
+	// DefaultReconcileOverlap and DefaultReconcileLookback.
+	ReconcileOverlap  time.Duration
+	ReconcileLookback time.Duration
 }
 
 // Register adds a worker for every job kind of this package to workers.
@@ -98,6 +107,7 @@ func Register(workers *river.Workers, d *Deps) error {
 		func() error { return river.AddWorkerSafely(workers, &GatewayCloseWorker{Deps: d}) },
 		func() error { return river.AddWorkerSafely(workers, &ResolveConflictWorker{Deps: d}) },
 		func() error { return river.AddWorkerSafely(workers, &WebhookWorker{Deps: d}) },
+		func() error { return river.AddWorkerSafely(workers, &ReconcileWorker{Deps: d}) },
 	} {
 		if err := add(); err != nil {
 			return fmt.Errorf("register workers: %w", err)

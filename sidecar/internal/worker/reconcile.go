@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
+)
+
+// Defaults of continuous reconciliation.
+const (
+	// DefaultReconcileOverlap is how far before the source's watermark each
+	// run asks the gateway again: payments the gateway stamped a little
+	// late, or with a clock a little behind the database's, are still read.
+	// Reading one twice changes nothing.
+	DefaultReconcileOverlap = 2 * time.Minute
+	// DefaultReconcileLookback is how far back the first run of a source
+	// (no watermark yet) asks.
+	DefaultReconcileLookback = 24 * time.Hour
+	// reconcilePage is the limit of each gateway call.
+	reconcilePage = gateway.MaxPaymentsLimit
+)
+
+// ReconcileArgs reconciles the gateway's payments since the watermark of
+// Source ("gateway:<name>"). The sidecar's leader inserts it periodically.
+type ReconcileArgs struct {
+	Source string `json:"source"`
+}
+
+// Kind is "ordertimeout_reconcile".
+func (ReconcileArgs) Kind() string { return "ordertimeout_reconcile" }
+
+// InsertOpts puts the job in Queue, unique among live jobs with its
+// arguments: however many sidecars and periods, one run per source at a
+// time (a snoozed run blocks the next insert too).
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:       Queue,
+		MaxAttempts: 5,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+// ReconcileWorker asks the gateway for the payments it recorded since the
+// source's watermark minus Overlap (Lookback on the first run), and passes
+// them to ordertimeout.reconcile_payments with report_missing false (the
+// list is not a closed period) and the source, which advances the watermark
+// to the database's time at the start of the run in the same transaction.
+// A payment made without a callback and without begin_payment (a QR code
+// paid directly) is so found within one period: confirmed on a live order,
+// a conflict with cause reconcile on one that cannot take it.
+type ReconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	*Deps
+}
+
+// Work runs one reconciliation.
+func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
+	source := job.Args.Source
+	var end time.Time
+	var watermark *time.Time
+	err := w.Pool.QueryRow(ctx, "SELECT clock_timestamp(), ordertimeout.reconcile_watermark($1)", source).Scan(&end, &watermark)
+	if err != nil {
+		return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: read watermark: %w", source, err))
+	}
+	since := end.Add(-w.lookback())
+	if watermark != nil {
+		since = watermark.Add(-w.overlap())
+	}
+	if !since.Before(end) {
+		w.outcome(job.Kind, "nothing")
+		return nil
+	}
+
+	// Read every page; stop at reconcile.MaxRows, ending the period at the
+	// last transaction read (the rest comes next time).
+	var ts []reconcile.Transaction
+	seen := map[[2]string]bool{}
+	cursor := since
+	for {
+		page, err := w.Gateway.Payments(ctx, cursor, reconcilePage)
+		if err != nil {
+			return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: %w", source, err))
+		}
+		added := 0
+		for _, p := range page {
+			k := [2]string{p.PaymentID, p.Status}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			added++
+			ts = append(ts, reconcile.Transaction{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
+				Currency: p.Currency, Status: p.Status, At: p.At})
+		}
+		if len(page) < reconcilePage || added == 0 {
+			break
+		}
+		if len(ts) >= reconcile.MaxRows {
+			ts = ts[:reconcile.MaxRows]
+			if last := ts[len(ts)-1].At; last.After(since) && last.Before(end) {
+				end = last
+			}
+			break
+		}
+		cursor = page[len(page)-1].At
+	}
+
+	tx, err := w.Pool.Begin(ctx)
+	if err != nil {
+		return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: %w", source, err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := reconcile.Apply(ctx, tx, ts, since, end, false, source)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if hasCode(err, "OT171") {
+		// The database refuses a transaction the client let through: the
+		// gateway's answer breaks the contract.
+		err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)
+	}
+	if err != nil {
+		return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: %w", source, err))
+	}
+	found := 0
+	for _, r := range rows {
+		if w.Reconciled != nil {
+			w.Reconciled(r.Outcome)
+		}
+		switch {
+		case reconcile.IsLostCallback(r.Outcome):
+			found++
+			w.Logger.Warn("reconcile: the gateway has money whose callback never came", "kind", job.Kind, "source", source,
+				"order_id", r.OrderID, "payment_id", r.PaymentID, "outcome", r.Outcome, "detail", r.Detail)
+		case reconcile.NeedsPerson(r.Outcome):
+			w.Logger.Error("reconcile: needs a person", "kind", job.Kind, "source", source,
+				"order_id", r.OrderID, "payment_id", r.PaymentID, "outcome", r.Outcome, "detail", r.Detail)
+		}
+	}
+	w.Logger.Debug("reconciled", "source", source, "since", since, "until", end, "transactions", len(ts), "lost_callbacks", found)
+	w.outcome(job.Kind, "reconciled")
+	return nil
+}
+
+func (w *ReconcileWorker) overlap() time.Duration {
+	if w.ReconcileOverlap > 0 {
+		return w.ReconcileOverlap
+	}
+	return DefaultReconcileOverlap
+}
+
+func (w *ReconcileWorker) lookback() time.Duration {
+	if w.ReconcileLookback > 0 {
+		return w.ReconcileLookback
+	}
+	return DefaultReconcileLookback
+}
