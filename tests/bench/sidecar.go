@@ -40,10 +40,11 @@ func (b *bench) sidecarBinary(ctx context.Context) (string, error) {
 // sidecarArgs returns the arguments of `ordertimeout run` for the benchmark:
 // those of its wanted flags that `run --help` lists, then --sidecar-args.
 // The HTTP server is off: nothing here reads it, and no port can clash.
+// Reconciliation is off: the stand-in gateway answers 503 to everything.
 func (b *bench) sidecarArgs(ctx context.Context, bin, gatewayURL string) []string {
 	help, _ := exec.CommandContext(ctx, bin, "run", "--help").CombinedOutput()
 	args := []string{"run"}
-	for _, f := range [][2]string{{"gateway-url", gatewayURL}, {"http", "-"}, {"name", "bench"}} {
+	for _, f := range [][2]string{{"gateway-url", gatewayURL}, {"http", "-"}, {"name", "bench"}, {"reconcile-every", "0"}} {
 		if strings.Contains(string(help), "--"+f[0]+" ") {
 			args = append(args, "--"+f[0], f[1])
 		}
