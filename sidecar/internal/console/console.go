@@ -16,11 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 )
 
 // Prefix is the path the console is served under.
@@ -125,7 +125,7 @@ func New(cfg Config) (*Handler, error) {
 		if !c.cred.set() {
 			continue
 		}
-		if !isPlainText(c.cred.User, maxUserLength) {
+		if !text.Plain(c.cred.User, maxUserLength) {
 			return nil, fmt.Errorf("console %s user must be 1 to %d characters without control or format characters", c.role, maxUserLength)
 		}
 		if c.cred.Password == "" {
@@ -272,23 +272,9 @@ func checkCSRF(u *user, token string, now time.Time) string {
 	return ""
 }
 
-// isPlainText mirrors ordertimeout._is_plain_text: 1 to max characters,
-// none of them a control, format, line or paragraph separator character.
-// The database checks again; this keeps hostile input from reaching it.
-func isPlainText(s string, max int) bool {
-	n := 0
-	for _, r := range s {
-		n++
-		if r == unicode.ReplacementChar || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
-			return false
-		}
-	}
-	return n >= 1 && n <= max
-}
-
 // isOrderID mirrors ordertimeout._check_order_id.
 func isOrderID(s string) bool {
-	return len(s) <= 256 && isPlainText(s, 64) && s != "." && s != ".."
+	return len(s) <= 256 && text.ID(s, 64)
 }
 
 // page is what every template gets.

@@ -9,8 +9,9 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 )
 
 // MaxAnswerBytes bounds the body of a gateway answer; a longer one is a bad
@@ -110,9 +111,7 @@ func checkID(field, id string) error {
 		return fmt.Errorf("%s is longer than %d characters", field, MaxPaymentIDLength)
 	case id == "." || id == "..":
 		return fmt.Errorf("%s is %q", field, id)
-	case strings.IndexFunc(id, func(r rune) bool {
-		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
-	}) >= 0:
+	case strings.IndexFunc(id, text.Deceptive) >= 0:
 		return fmt.Errorf("%s %s has control, format or separator characters", field, quote(id))
 	}
 	return nil

@@ -9,10 +9,10 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 )
 
 // Limits of a file: larger files are refused whole (split them by period).
@@ -133,9 +133,7 @@ func checkText(line int, field, s string) error {
 	if !utf8.ValidString(s) {
 		return lineErr(line, field, "not valid UTF-8")
 	}
-	if i := strings.IndexFunc(s, func(r rune) bool {
-		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
-	}); i >= 0 {
+	if i := strings.IndexFunc(s, text.Deceptive); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
 		return lineErr(line, field, "control character %U in %s", r, quote(s))
 	}

@@ -1,0 +1,36 @@
+// Package text holds the rule the database applies to identifiers and free
+// text (ordertimeout._is_plain_text and _is_identifier), so that the
+// sidecar refuses hostile input the same way before it reaches PostgreSQL.
+package text
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Deceptive reports whether r is a character that makes text look like
+// something else in a log, a URL or a console: Unicode's categories Cc
+// (controls), Cf (format characters: bidi controls, zero-width characters,
+// the byte order mark, tag characters), Zl and Zp (line and paragraph
+// separators).
+func Deceptive(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// Plain reports whether s is valid UTF-8 of 1 to max characters, none of
+// them Deceptive: the rule of ordertimeout._is_plain_text.
+func Plain(s string, max int) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	n := utf8.RuneCountInString(s)
+	return n >= 1 && n <= max && strings.IndexFunc(s, Deceptive) < 0
+}
+
+// ID reports whether s can name an order, a payment or a refund: Plain, and
+// not "." or ".." (dot segments in a URL path): the rule of
+// ordertimeout._is_identifier.
+func ID(s string, max int) bool {
+	return s != "." && s != ".." && Plain(s, max)
+}
