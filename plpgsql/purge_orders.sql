@@ -17,28 +17,6 @@
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order.
 
--- Raises OT100 for NULL, and code unless age is between 0 and 100 years
--- with no negative part (then now() - age is in the past and in range).
-CREATE FUNCTION ordertimeout._check_retention(name text, age interval, code text)
-RETURNS void
-LANGUAGE plpgsql
-IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF age IS NULL THEN
-        RAISE EXCEPTION '% must not be null', name
-            USING ERRCODE = 'OT100';
-    END IF;
-    IF age > interval '100 years'
-       OR extract(year FROM age) < 0 OR extract(month FROM age) < 0 OR extract(day FROM age) < 0
-       OR age - date_trunc('day', age) < interval '0' THEN
-        RAISE EXCEPTION '% must be between 0 and 100 years, with no negative part, got %', name, age
-            USING ERRCODE = code;
-    END IF;
-END
-$$;
-
 CREATE FUNCTION ordertimeout.purge_orders(
     closed_older_than interval,
     max               integer DEFAULT 1000,

@@ -1,5 +1,9 @@
--- Private helpers. EXECUTE on them is revoked from PUBLIC (grants.sql); the
--- API functions run them as their owner.
+-- Input checks. Every API function checks its arguments with these before it
+-- writes anything: a bad value raises its own OT SQLSTATE naming the field.
+-- Private helpers (EXECUTE revoked from PUBLIC, sql/grants.sql); the API
+-- functions run them as their owner. Helpers are PL/pgSQL, not SQL: a SQL
+-- function with a SET clause cannot be inlined and is planned again on every
+-- call, PL/pgSQL keeps its plans.
 
 -- Helpers are PL/pgSQL, not SQL: a SQL function with a SET clause cannot be
 -- inlined and is planned again on every call, PL/pgSQL keeps its plans.
@@ -87,30 +91,6 @@ BEGIN
     END IF;
 END
 $$;
-
-CREATE FUNCTION ordertimeout._actor()
-RETURNS text
-LANGUAGE plpgsql
-STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_actor text := nullif(current_setting('ordertimeout.actor', true), '');
-BEGIN
-    IF v_actor IS NULL THEN
-        RETURN session_user::text;
-    END IF;
-    IF NOT ordertimeout._is_plain_text(v_actor, 200) THEN
-        RAISE EXCEPTION 'ordertimeout.actor must be 1 to 200 characters without control, format or line-separator characters (got % characters)',
-            char_length(v_actor)
-            USING ERRCODE = 'OT148';
-    END IF;
-    RETURN v_actor;
-END
-$$;
-
-COMMENT ON FUNCTION ordertimeout._actor() IS
-    'who acts: the ordertimeout.actor setting of the session if set (SET ordertimeout.actor = ''user:42''), else the login role';
 
 CREATE FUNCTION ordertimeout._check_order_id(order_id text)
 RETURNS void
@@ -330,165 +310,87 @@ BEGIN
 END
 $$;
 
--- Inserts a River job row and returns its id. Rows in queue
--- ordertimeout_expire are timers claimed by sweep_due; rows in queue
--- ordertimeout are worked by the sidecar's River client.
-CREATE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
-RETURNS bigint
-LANGUAGE plpgsql
-VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    v_id bigint;
-BEGIN
-    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
-    VALUES (kind, args, queue, 'available', scheduled_at)
-    RETURNING id INTO v_id;
-    RETURN v_id;
-END
-$$;
-
--- Deletes a timer row that can no longer act, unless a sweep holds it right
--- now (SKIP LOCKED: never wait for a sweep while holding an order row; the
--- sweep deletes the row itself, and the version check makes it harmless).
-CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
-RETURNS void
-LANGUAGE plpgsql
-VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF _drop_timer.job_id IS NULL THEN
-        RETURN;
-    END IF;
-    DELETE FROM public.river_job AS r
-    WHERE r.id = (SELECT l.id
-                    FROM public.river_job AS l
-                   WHERE l.id = _drop_timer.job_id
-                     AND l.queue = 'ordertimeout_expire'
-                     FOR UPDATE SKIP LOCKED);
-END
-$$;
-
--- Wakes the sleeping sweepers when a deadline comes before the moment they
--- planned to wake up (ordertimeout.plan_sleep). The payload is empty: the
--- deadline is in the table.
-CREATE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
-RETURNS void
-LANGUAGE plpgsql
-VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF cancel_at < (SELECT s.wake_at FROM ordertimeout.sweep_state AS s) THEN
-        PERFORM pg_notify('ordertimeout_wake', '');
-    END IF;
-END
-$$;
-
--- Queues a webhook delivery per event (when webhooks are on).
-CREATE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
-RETURNS void
-LANGUAGE plpgsql
-VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
-    SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
-           'ordertimeout', 'available', now()
-    FROM ordertimeout.events AS e
-    WHERE e.event_id = ANY (event_ids)
-      AND (SELECT s.webhooks FROM ordertimeout.settings AS s);
-END
-$$;
-
--- Appends one event and returns its id.
-CREATE FUNCTION ordertimeout._log_event(
-    order_id    text,
-    from_status text,
-    to_status   text,
-    cause       text,
-    at          timestamptz,
-    detail      jsonb DEFAULT NULL,
-    webhook     boolean DEFAULT false)
-RETURNS bigint
-LANGUAGE plpgsql
-VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_event_id bigint;
-BEGIN
-    INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
-    VALUES (order_id, from_status, to_status, cause, ordertimeout._actor(), at, detail)
-    RETURNING event_id INTO v_event_id;
-    IF webhook THEN
-        PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
-    END IF;
-    RETURN v_event_id;
-END
-$$;
-
-CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
-RETURNS ordertimeout.order_state
+-- Returns the payment method named method, or raises OT160 naming field
+-- when there is none.
+CREATE FUNCTION ordertimeout._payment_method(field text, method text)
+RETURNS ordertimeout.payment_methods
 LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_state ordertimeout.order_state;
+    v_row ordertimeout.payment_methods;
 BEGIN
-    SELECT
-        o.order_id,
-        o.status,
-        _order_state.created,
-        o.created_at,
-        o.expire_at,
-        o.cancel_at,
-        o.paying_until,
-        o.paid_at,
-        o.cancelled_at,
-        o.closed_at,
-        o.cancel_cause,
-        o.deadline_version,
-        o.amount,
-        o.currency,
-        (SELECT jsonb_agg(jsonb_build_object('sku', i.sku, 'qty', i.qty) ORDER BY i.sku)
-           FROM ordertimeout.order_items AS i
-          WHERE i.order_id = o.order_id),
-        o.coupon_id,
-        o.points_account,
-        o.points,
-        o.payment_attempted,
-        (SELECT count(*)::integer
-           FROM ordertimeout.conflicts AS c
-          WHERE c.order_id = o.order_id
-            AND c.resolution IS NULL),
-        o.payment_method,
-        o.gateway_expire_at
-    INTO v_state
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = _order_state.order_id;
-    RETURN v_state;
+    SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, left(_payment_method.method, 64),
+            (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
+            USING ERRCODE = 'OT160';
+    END IF;
+    RETURN v_row;
 END
 $$;
 
--- Raises OT120 when the order does not exist.
-CREATE FUNCTION ordertimeout._require_order(order_id text)
+-- Raises OT100 for NULL, and code unless age is between 0 and 100 years
+-- with no negative part (then now() - age is in the past and in range).
+CREATE FUNCTION ordertimeout._check_retention(name text, age interval, code text)
 RETURNS void
 LANGUAGE plpgsql
-STABLE
+IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM ordertimeout._check_order_id(order_id);
-    IF NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o WHERE o.order_id = _require_order.order_id) THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', order_id
-            USING ERRCODE = 'OT120';
+    IF age IS NULL THEN
+        RAISE EXCEPTION '% must not be null', name
+            USING ERRCODE = 'OT100';
     END IF;
+    IF age > interval '100 years'
+       OR extract(year FROM age) < 0 OR extract(month FROM age) < 0 OR extract(day FROM age) < 0
+       OR age - date_trunc('day', age) < interval '0' THEN
+        RAISE EXCEPTION '% must be between 0 and 100 years, with no negative part, got %', name, age
+            USING ERRCODE = code;
+    END IF;
+END
+$$;
+
+-- The decimal grammar of amounts in gateway records: digits, an optional
+-- fraction; as a JSON number or a string.
+CREATE FUNCTION ordertimeout._parse_amount(value jsonb)
+RETURNS numeric
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_text text;
+BEGIN
+    IF jsonb_typeof(value) NOT IN ('number', 'string') THEN
+        RETURN NULL;
+    END IF;
+    v_text := value #>> '{}';
+    IF v_text !~ '^(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_text::numeric;
+END
+$$;
+
+-- The gateway's timestamps: ISO 8601 with a zone; NULL when not one.
+CREATE FUNCTION ordertimeout._parse_time(value jsonb)
+RETURNS timestamptz
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF jsonb_typeof(value) <> 'string'
+       OR (value #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
+        RETURN NULL;
+    END IF;
+    RETURN (value #>> '{}')::timestamptz;
+EXCEPTION
+    WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        RETURN NULL;
 END
 $$;

@@ -10,47 +10,6 @@
 -- first, and a bad row raises OT171 naming its line and field, with nothing
 -- written. Running the same transactions again changes nothing.
 
--- The decimal grammar of amounts in gateway records: digits, an optional
--- fraction; as a JSON number or a string.
-CREATE FUNCTION ordertimeout._parse_amount(value jsonb)
-RETURNS numeric
-LANGUAGE plpgsql
-IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_text text;
-BEGIN
-    IF jsonb_typeof(value) NOT IN ('number', 'string') THEN
-        RETURN NULL;
-    END IF;
-    v_text := value #>> '{}';
-    IF v_text !~ '^(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$' THEN
-        RETURN NULL;
-    END IF;
-    RETURN v_text::numeric;
-END
-$$;
-
--- The gateway's timestamps: ISO 8601 with a zone; NULL when not one.
-CREATE FUNCTION ordertimeout._parse_time(value jsonb)
-RETURNS timestamptz
-LANGUAGE plpgsql
-IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF jsonb_typeof(value) <> 'string'
-       OR (value #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
-        RETURN NULL;
-    END IF;
-    RETURN (value #>> '{}')::timestamptz;
-EXCEPTION
-    WHEN datetime_field_overflow OR invalid_datetime_format THEN
-        RETURN NULL;
-END
-$$;
-
 CREATE FUNCTION ordertimeout.reconcile_payments(
     transactions   jsonb,
     period_start   timestamptz,
@@ -251,18 +210,3 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
     'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs, refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end. Running it again changes nothing';
-
-CREATE FUNCTION ordertimeout.reconcile_watermark(source text)
-RETURNS timestamptz
-LANGUAGE plpgsql
-STABLE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT w.watermark FROM ordertimeout.reconcile_watermarks AS w WHERE w.source = reconcile_watermark.source);
-END
-$$;
-
-COMMENT ON FUNCTION ordertimeout.reconcile_watermark(text) IS
-    'the end of the last period reconciled for source (NULL: never)';

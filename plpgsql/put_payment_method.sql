@@ -1,25 +1,3 @@
--- Returns the payment method named method, or raises OT160 naming field
--- when there is none.
-CREATE FUNCTION ordertimeout._payment_method(field text, method text)
-RETURNS ordertimeout.payment_methods
-LANGUAGE plpgsql
-STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_row ordertimeout.payment_methods;
-BEGIN
-    SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, left(_payment_method.method, 64),
-            (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
-            USING ERRCODE = 'OT160';
-    END IF;
-    RETURN v_row;
-END
-$$;
-
 CREATE FUNCTION ordertimeout.put_payment_method(
     method        text,
     paying_window interval,

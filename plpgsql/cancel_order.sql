@@ -1,0 +1,47 @@
+CREATE FUNCTION ordertimeout.cancel_order(
+    order_id text,
+    reason   text DEFAULT 'requested')
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_timer     bigint;
+    v_cancelled boolean;
+BEGIN
+    PERFORM ordertimeout._check_order_id(cancel_order.order_id);
+    IF cancel_order.reason IS NULL THEN
+        RAISE EXCEPTION 'reason must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF NOT ordertimeout._is_plain_text(cancel_order.reason, 200) THEN
+        RAISE EXCEPTION 'reason must be 1 to 200 characters without control, format or line-separator characters (got % characters)',
+            char_length(cancel_order.reason)
+            USING ERRCODE = 'OT144';
+    END IF;
+
+    SELECT o.timer_job_id INTO v_timer
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = cancel_order.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', cancel_order.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+
+    SELECT count(*) > 0 INTO v_cancelled
+    FROM ordertimeout._cancel_orders(ARRAY[cancel_order.order_id], NULL, ARRAY['requested'],
+                                     cancel_order.reason, false);
+    IF v_cancelled THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    RETURN v_cancelled;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.cancel_order(text, text) IS
+    'PENDING -> CANCELLED and release, in one transaction; returns whether this call cancelled the order';

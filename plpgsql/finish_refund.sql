@@ -1,0 +1,74 @@
+CREATE FUNCTION ordertimeout.finish_refund(
+    conflict_id bigint,
+    refund_id   text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_conflict ordertimeout.conflicts;
+    v_status   text;
+BEGIN
+    IF finish_refund.conflict_id IS NULL THEN
+        RAISE EXCEPTION 'conflict_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF finish_refund.refund_id IS NULL THEN
+        RAISE EXCEPTION 'refund_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF NOT ordertimeout._is_identifier(finish_refund.refund_id, 128) THEN
+        RAISE EXCEPTION 'refund_id must be 1 to 128 characters, not "." or "..", without control, format or line-separator characters (got % characters)',
+            char_length(finish_refund.refund_id)
+            USING ERRCODE = 'OT136';
+    END IF;
+
+    SELECT c.* INTO v_conflict
+    FROM ordertimeout.conflicts AS c
+    WHERE c.conflict_id = finish_refund.conflict_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conflict_id % is unknown', finish_refund.conflict_id
+            USING ERRCODE = 'OT130';
+    END IF;
+    IF v_conflict.resolution = 'refunded' THEN
+        RETURN 'refunded';   -- recorded already: the same answer
+    END IF;
+    IF v_conflict.state <> 'refunding' THEN
+        RAISE EXCEPTION 'conflict % is %, not being refunded: claim it with resolve_conflict(%, ''refund'') first',
+            finish_refund.conflict_id,
+            CASE WHEN v_conflict.state = 'resolved' THEN 'resolved as ' || v_conflict.resolution ELSE v_conflict.state END,
+            finish_refund.conflict_id
+            USING ERRCODE = 'OT135';
+    END IF;
+
+    SELECT o.status INTO v_status
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = v_conflict.order_id
+    FOR NO KEY UPDATE;
+
+    UPDATE ordertimeout.payments AS p
+    SET status = 'refunded'
+    WHERE p.payment_id = v_conflict.payment_id;
+    UPDATE ordertimeout.conflicts AS c
+    SET state = 'resolved',
+        resolution = 'refunded',
+        resolved_at = v_now,
+        resolved_by = ordertimeout._actor(),
+        refund_id = finish_refund.refund_id
+    WHERE c.conflict_id = finish_refund.conflict_id;
+    PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+        jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunded',
+                           'payment_id', v_conflict.payment_id, 'refund_id', finish_refund.refund_id),
+        webhook => true);
+    RETURN 'refunded';
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated; OT135 when the conflict is not being refunded';

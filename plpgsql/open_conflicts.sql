@@ -1,0 +1,33 @@
+CREATE FUNCTION ordertimeout.open_conflicts(max integer DEFAULT 1000)
+RETURNS TABLE (
+    conflict_id bigint,
+    order_id    text,
+    payment_id  text,
+    kind        text,
+    amount      numeric,
+    detected_at  timestamptz,
+    currency     text,
+    state        text,
+    late_payment text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._check_max(open_conflicts.max);
+    RETURN QUERY
+    SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state,
+           coalesce(m.late_payment, s.late_payment)
+    FROM ordertimeout.conflicts AS c
+    JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method
+    CROSS JOIN ordertimeout.settings AS s
+    WHERE c.resolution IS NULL
+    ORDER BY c.detected_at, c.conflict_id
+    LIMIT open_conflicts.max;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
+    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first, with the late-payment policy that applies (the payment method''s, else the settings''): what the sidecar reads after every wake-up on channel ordertimeout_conflict';

@@ -1,0 +1,24 @@
+CREATE FUNCTION ordertimeout.order_payments(order_id text)
+RETURNS TABLE (
+    payment_id   text,
+    status       text,
+    amount       numeric,
+    started_at   timestamptz,
+    confirmed_at timestamptz,
+    failed_at    timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ordertimeout._require_order(order_payments.order_id);
+    RETURN QUERY
+    SELECT p.payment_id, p.status, p.amount, p.started_at, p.confirmed_at, p.failed_at
+    FROM ordertimeout.payments AS p
+    WHERE p.order_id = order_payments.order_id
+    ORDER BY coalesce(p.started_at, p.confirmed_at), p.payment_id;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.order_payments(text) IS 'the payment attempts of one order';
