@@ -41,13 +41,7 @@ BEGIN
 
     SELECT o.status, o.expire_at, o.timer_job_id, coalesce(begin_payment.method, o.payment_method)
     INTO v_status, v_expire, v_timer, v_method
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = begin_payment.order_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', begin_payment.order_id
-            USING ERRCODE = 'OT120';
-    END IF;
+    FROM ordertimeout._lock_order(begin_payment.order_id) AS o;
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p

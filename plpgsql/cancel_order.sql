@@ -24,14 +24,7 @@ BEGIN
             USING ERRCODE = 'OT144';
     END IF;
 
-    SELECT o.timer_job_id INTO v_timer
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = cancel_order.order_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', cancel_order.order_id
-            USING ERRCODE = 'OT120';
-    END IF;
+    v_timer := (ordertimeout._lock_order(cancel_order.order_id)).timer_job_id;
 
     SELECT count(*) > 0 INTO v_cancelled
     FROM ordertimeout._cancel_orders(ARRAY[cancel_order.order_id], NULL, ARRAY['requested'],

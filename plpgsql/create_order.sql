@@ -63,7 +63,7 @@ BEGIN
         order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
         amount, currency, coupon_id, points_account, points, request, payment_method)
     VALUES (
-        create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, nextval('public.river_job_id_seq'),
+        create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, ordertimeout._new_job_id(),
         v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
         v_coupon, v_account, v_points, v_request, v_options ->> 'method')
     ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
@@ -90,10 +90,7 @@ BEGIN
 
     -- The timeout: a River job row in the same transaction, in a queue no River
     -- client serves; sweep_due claims it once cancel_at has come.
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', create_order.order_id, 'version', 1),
-            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._schedule_timer(v_job_id, create_order.order_id, 1, v_cancel);
 
     IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
        AND v_expire - v_settings.remind_before > v_now THEN

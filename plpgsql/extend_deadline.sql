@@ -26,13 +26,7 @@ BEGIN
     PERFORM ordertimeout._check_interval('by', extend_deadline.by, interval '30 days', 'OT141');
 
     SELECT o.status, o.timer_job_id INTO v_status, v_timer
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = extend_deadline.order_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', extend_deadline.order_id
-            USING ERRCODE = 'OT120';
-    END IF;
+    FROM ordertimeout._lock_order(extend_deadline.order_id) AS o;
 
     -- A new version: the old timer row (and any gateway check in flight) can
     -- no longer act on this order.
@@ -40,7 +34,7 @@ BEGIN
     SET expire_at = o.expire_at + extend_deadline.by,
         cancel_at = o.cancel_at + extend_deadline.by,
         deadline_version = o.deadline_version + 1,
-        timer_job_id = nextval('public.river_job_id_seq'),
+        timer_job_id = ordertimeout._new_job_id(),
         check_job_id = NULL
     WHERE o.order_id = extend_deadline.order_id
       AND o.status = 'PENDING'
@@ -51,10 +45,7 @@ BEGIN
             USING ERRCODE = 'OT123';
     END IF;
 
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', extend_deadline.order_id, 'version', v_version),
-            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._schedule_timer(v_job_id, extend_deadline.order_id, v_version, v_cancel);
     PERFORM ordertimeout._drop_timer(v_timer);
     PERFORM ordertimeout._log_event(extend_deadline.order_id, 'PENDING', 'PENDING', 'requested', v_now,
         jsonb_build_object('extended_by_seconds', extract(epoch FROM extend_deadline.by), 'expire_at', v_expire));

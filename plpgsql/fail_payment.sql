@@ -18,14 +18,7 @@ BEGIN
     PERFORM ordertimeout._check_order_id(fail_payment.order_id);
     PERFORM ordertimeout._check_payment_id(fail_payment.payment_id);
 
-    SELECT o.status INTO v_status
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = fail_payment.order_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', fail_payment.order_id
-            USING ERRCODE = 'OT120';
-    END IF;
+    v_status := (ordertimeout._lock_order(fail_payment.order_id)).status;
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p

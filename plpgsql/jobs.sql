@@ -1,8 +1,75 @@
 -- River's tables. Every statement of ordertimeout that reads or writes
--- public.river_job is in this file, so a River upgrade touches one file.
--- Timer rows (queue ordertimeout_expire, which no River client serves) are
--- claimed by sweep_due; rows in queue ordertimeout are worked by the
--- sidecar's River client.
+-- public.river_job (or its id sequence) is in this file, so a River upgrade
+-- touches one file. Timer rows (kind and queue ordertimeout_expire, which no
+-- River client serves) are claimed by sweep_due; rows in queue ordertimeout
+-- are worked by the sidecar's River client.
+--
+-- A timer row is "due" when it is available, in queue ordertimeout_expire,
+-- at priority 1, and its scheduled_at has come: ordertimeout._timers is that
+-- definition (without the moment), and sweep_due, preview_due, next_due and
+-- sweep_stats all read it. Its columns follow River's fetch index (state,
+-- queue, priority, scheduled_at, id), so the planner uses it through the view.
+-- This file is included before sql/views.sql, whose sweep_stats reads it.
+
+CREATE VIEW ordertimeout._timers AS
+SELECT r.id AS job_id, r.args, r.scheduled_at AS due_at
+FROM public.river_job AS r
+WHERE r.state = 'available'
+  AND r.queue = 'ordertimeout_expire'
+  AND r.priority = 1;
+
+COMMENT ON VIEW ordertimeout._timers IS
+    'timer rows waiting for their moment (due once due_at <= now); the one definition sweep_due, preview_due, next_due and sweep_stats share';
+
+-- Timer rows sweep_due set aside because their args were malformed.
+CREATE VIEW ordertimeout._malformed_timers AS
+SELECT r.id AS job_id, r.args, r.finalized_at
+FROM public.river_job AS r
+WHERE r.state = 'discarded'
+  AND r.queue = 'ordertimeout_expire';
+
+COMMENT ON VIEW ordertimeout._malformed_timers IS
+    'timer rows set aside by sweep_due (malformed args), with the reason in River''s errors column';
+
+-- Jobs River has not finished (any queue): a timer or check whose row is
+-- missing here was lost (deleted, discarded, cancelled) and the order must be
+-- caught another way.
+CREATE VIEW ordertimeout._unfinished_jobs AS
+SELECT r.id AS job_id
+FROM public.river_job AS r
+WHERE r.finalized_at IS NULL;
+
+COMMENT ON VIEW ordertimeout._unfinished_jobs IS
+    'ids of River jobs not finalized yet: the anti-join that finds orders whose timer or check was lost';
+
+-- A new id from River's sequence: the order row records its timer's id in
+-- the same statement that moves it, before the row is written.
+CREATE FUNCTION ordertimeout._new_job_id()
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN nextval('public.river_job_id_seq');
+END
+$$;
+
+-- Writes the timer row of an order's deadline version: due at "at", claimed
+-- then by sweep_due, which checks the version against the order's.
+CREATE FUNCTION ordertimeout._schedule_timer(job_id bigint, order_id text, version integer, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    VALUES (_schedule_timer.job_id, 'ordertimeout_expire',
+            jsonb_build_object('order_id', _schedule_timer.order_id, 'version', _schedule_timer.version),
+            'ordertimeout_expire', 'available', _schedule_timer.at);
+END
+$$;
 
 -- Inserts a River job row and returns its id. Rows in queue
 -- ordertimeout_expire are timers claimed by sweep_due; rows in queue
@@ -24,9 +91,35 @@ BEGIN
 END
 $$;
 
--- Deletes a timer row that can no longer act, unless a sweep holds it right
--- now (SKIP LOCKED: never wait for a sweep while holding an order row; the
--- sweep deletes the row itself, and the version check makes it harmless).
+-- Inserts jobs of one kind for the sidecar's River client (queue
+-- ordertimeout), set-based: one per element of args, with the ids given (from
+-- _new_job_id, when the order row records them) or River's next ids when
+-- job_ids is NULL. Returns how many were inserted.
+CREATE FUNCTION ordertimeout._insert_jobs(job_ids bigint[], kind text, args jsonb[], scheduled_at timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    v_count integer;
+BEGIN
+    IF cardinality(args) IS NULL OR cardinality(args) = 0 THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
+    SELECT coalesce(j.id, nextval('public.river_job_id_seq')), kind, j.args, 'ordertimeout', 'available', scheduled_at
+    FROM unnest(coalesce(job_ids, array_fill(NULL::bigint, ARRAY[cardinality(args)])), args) AS j(id, args);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+-- Deletes a timer row or payment check that can no longer act, unless it is
+-- held right now (SKIP LOCKED: never wait for a sweep or a River fetch while
+-- holding an order row; a sweep deletes its rows itself, and the version
+-- check makes a left-over row harmless) or a worker already runs it.
 CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
 RETURNS void
 LANGUAGE plpgsql
@@ -41,8 +134,22 @@ BEGIN
     WHERE r.id = (SELECT l.id
                     FROM public.river_job AS l
                    WHERE l.id = _drop_timer.job_id
-                     AND l.queue = 'ordertimeout_expire'
+                     AND l.state = 'available'
+                     AND (l.queue = 'ordertimeout_expire'
+                          OR (l.queue = 'ordertimeout' AND l.kind = 'ordertimeout_payment_check'))
                      FOR UPDATE SKIP LOCKED);
+END
+$$;
+
+-- Deletes claimed rows: timer rows whose work sweep_due has done.
+CREATE FUNCTION ordertimeout._delete_jobs(job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM public.river_job AS r WHERE r.id = ANY (_delete_jobs.job_ids);
 END
 $$;
 
@@ -115,5 +222,95 @@ BEGIN
                             left(r.args::text, 200)),
             'trace', ''))
     WHERE r.id = ANY (_discard_malformed_timers.job_ids);
+END
+$$;
+
+-- Claims up to max due timer rows (FOR UPDATE SKIP LOCKED, in River's fetch
+-- order: any number of sessions may claim at once, each row goes to one of
+-- them) and returns their ids with the order and version each names. A row
+-- whose args are not {"order_id": text, "version": integer} is claimed too
+-- but set aside (one malformed row must not stop every sweep); malformed
+-- counts them.
+CREATE FUNCTION ordertimeout._claim_due_timers(
+    max           integer,
+    at            timestamptz,
+    OUT job_ids   bigint[],
+    OUT order_ids text[],
+    OUT versions  integer[],
+    OUT malformed integer)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad_ids bigint[];
+BEGIN
+    SELECT coalesce(array_agg(t.job_id) FILTER (WHERE t.valid), '{}'),
+           coalesce(array_agg(t.args ->> 'order_id') FILTER (WHERE t.valid), '{}'),
+           coalesce(array_agg(CASE WHEN t.valid THEN (t.args ->> 'version')::integer END) FILTER (WHERE t.valid), '{}'),
+           coalesce(array_agg(t.job_id) FILTER (WHERE NOT t.valid), '{}')
+    INTO job_ids, order_ids, versions, v_bad_ids
+    FROM (SELECT d.job_id, d.args, ordertimeout._is_timer_args(d.args) AS valid
+            FROM ordertimeout._timers AS d
+           WHERE d.due_at <= _claim_due_timers.at
+           ORDER BY d.due_at, d.job_id
+           LIMIT _claim_due_timers.max
+             FOR UPDATE SKIP LOCKED) AS t;
+    malformed := cardinality(v_bad_ids);
+    IF malformed > 0 THEN
+        PERFORM ordertimeout._discard_malformed_timers(v_bad_ids, _claim_due_timers.at);
+    END IF;
+END
+$$;
+
+-- River's rescuer decides that a job is stuck by the client's wall clock; the
+-- sidecar rescues the jobs of its queue by the database's clock instead (see
+-- rescue_stuck_jobs): cancelled if a cancel was asked, discarded on its last
+-- attempt, otherwise available again at once; an error is recorded on it.
+CREATE FUNCTION ordertimeout._rescue_stuck_jobs(running_for interval, max integer, at timestamptz)
+RETURNS TABLE (
+    retried   integer,
+    discarded integer,
+    cancelled integer)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH stuck AS (
+        SELECT r.id,
+               CASE
+                   WHEN r.metadata ? 'cancel_attempted_at' THEN 'cancelled'
+                   WHEN r.attempt >= r.max_attempts THEN 'discarded'
+                   ELSE 'available'
+               END::public.river_job_state AS next_state
+        FROM public.river_job AS r
+        WHERE r.state = 'running'
+          AND r.queue = 'ordertimeout'
+          AND r.attempted_at < _rescue_stuck_jobs.at - _rescue_stuck_jobs.running_for
+        ORDER BY r.id
+        LIMIT _rescue_stuck_jobs.max
+        FOR UPDATE SKIP LOCKED
+    ), rescued AS (
+        UPDATE public.river_job AS r
+        SET state = s.next_state,
+            scheduled_at = CASE WHEN s.next_state = 'available' THEN _rescue_stuck_jobs.at ELSE r.scheduled_at END,
+            finalized_at = CASE WHEN s.next_state = 'available' THEN NULL ELSE _rescue_stuck_jobs.at END,
+            errors = array_append(r.errors, jsonb_build_object(
+                'at', _rescue_stuck_jobs.at,
+                'attempt', greatest(r.attempt, 0),
+                'error', format('Stuck job rescued by ordertimeout.rescue_stuck_jobs: running since %s, over %s by the database clock',
+                                r.attempted_at, _rescue_stuck_jobs.running_for),
+                'trace', ''))
+        FROM stuck AS s
+        WHERE r.id = s.id
+        RETURNING r.state
+    )
+    SELECT count(*) FILTER (WHERE x.state = 'available')::integer,
+           count(*) FILTER (WHERE x.state = 'discarded')::integer,
+           count(*) FILTER (WHERE x.state = 'cancelled')::integer
+    FROM rescued AS x;
 END
 $$;

@@ -6,13 +6,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT r.scheduled_at
-              FROM public.river_job AS r
-             WHERE r.state = 'available'
-               AND r.queue = 'ordertimeout_expire'
-               AND r.priority = 1
-             ORDER BY r.scheduled_at
-             LIMIT 1);
+    RETURN (SELECT t.due_at FROM ordertimeout._timers AS t ORDER BY t.due_at LIMIT 1);
 END
 $$;
 

@@ -1,5 +1,5 @@
--- Reading and moving one order, and cancelling a batch of them: the helpers
--- every transition shares.
+-- Reading, locking and moving orders: the helpers every transition shares,
+-- and the parts of sweep_due that find and hand over due orders.
 
 -- Raises OT120 when the order does not exist.
 CREATE FUNCTION ordertimeout._require_order(order_id text)
@@ -15,6 +15,49 @@ BEGIN
             USING ERRCODE = 'OT120';
     END IF;
 END
+$$;
+
+-- Locks the order's row (FOR NO KEY UPDATE: every transition of an order
+-- takes this lock first, so they are serialized) and returns it; raises OT120
+-- when the order does not exist.
+CREATE FUNCTION ordertimeout._lock_order(order_id text)
+RETURNS ordertimeout.orders
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_order ordertimeout.orders;
+BEGIN
+    SELECT o.* INTO v_order
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = _lock_order.order_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order_id "%" is unknown', _lock_order.order_id
+            USING ERRCODE = 'OT120';
+    END IF;
+    RETURN v_order;
+END
+$$;
+
+-- Whether a due order is handed to a gateway check before it is cancelled:
+-- its own precheck policy, else the settings' ("attempted": only if a payment
+-- was started). A SQL function without SET, so the planner inlines it into
+-- the set-based statements that call it per row (sweep_due, _cancel_orders,
+-- preview_due); it calls no function and reads no table, so its callers'
+-- pinned search_path is all it needs.
+CREATE FUNCTION ordertimeout._wants_check(precheck text, default_precheck text, payment_attempted boolean)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT CASE coalesce(precheck, default_precheck)
+               WHEN 'always' THEN true
+               WHEN 'never' THEN false
+               ELSE payment_attempted
+           END
 $$;
 
 CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
@@ -112,11 +155,7 @@ BEGIN
           AND o.status = 'PENDING'
           AND (t.version IS NULL OR o.deadline_version = t.version)
           AND (NOT _cancel_orders.respect_precheck
-               OR NOT CASE coalesce(o.precheck, v_precheck)
-                          WHEN 'always' THEN true
-                          WHEN 'never' THEN false
-                          ELSE o.payment_attempted
-                      END)
+               OR NOT ordertimeout._wants_check(o.precheck, v_precheck, o.payment_attempted))
         RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
     )
     SELECT array_agg(c.order_id), array_agg(c.cause), array_agg(c.cancelled_at),
@@ -154,12 +193,13 @@ BEGIN
     -- A buyer who started a payment must not be able to finish it now: close
     -- the payment at the gateway (unless its method has nothing to close: a
     -- bank transfer).
-    INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
-    SELECT 'ordertimeout_gateway_close', jsonb_build_object('order_id', g.order_id), 'ordertimeout', 'available', now()
-    FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
-    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
-    WHERE g.attempted
-      AND coalesce(m.gateway_close, true);
+    PERFORM ordertimeout._insert_jobs(NULL, 'ordertimeout_gateway_close',
+        (SELECT array_agg(jsonb_build_object('order_id', g.order_id))
+           FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
+           LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
+          WHERE g.attempted
+            AND coalesce(m.gateway_close, true)),
+        now());
 
     -- Give back stock, coupons and points last: the stock rows of the batch,
     -- which every create_order of the same SKUs needs, stay locked only from
@@ -167,5 +207,153 @@ BEGIN
     PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
 
     RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
+END
+$$;
+
+-- The sweep's fallback: up to max PENDING orders past cancel_at whose timer
+-- row is gone (deleted or discarded by hand, or a River bug), locked SKIP
+-- LOCKED. Orders whose timer another session holds still have their row and
+-- are not returned.
+CREATE FUNCTION ordertimeout._find_lost_timers(
+    max           integer,
+    at            timestamptz,
+    OUT order_ids text[],
+    OUT versions  integer[])
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT coalesce(array_agg(l.order_id), '{}'), coalesce(array_agg(l.deadline_version), '{}')
+    INTO order_ids, versions
+    FROM (SELECT o.order_id, o.deadline_version
+            FROM ordertimeout.orders AS o
+           WHERE o.status = 'PENDING'
+             AND o.check_job_id IS NULL
+             AND o.cancel_at <= _find_lost_timers.at
+             AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
+           ORDER BY o.cancel_at
+           LIMIT _find_lost_timers.max
+             FOR NO KEY UPDATE SKIP LOCKED) AS l;
+END
+$$;
+
+-- The sweep's maintenance, at most every 10 seconds (rescue_state, claimed
+-- SKIP LOCKED so only one session does it): up to max PENDING orders past
+-- cancel_at whose gateway-check job River lost (discarded, cancelled,
+-- deleted) are returned to be cancelled like lost timers; PAYING orders past
+-- paying_until whose payment check was lost get a new one (payment_checks
+-- counts them).
+CREATE FUNCTION ordertimeout._rescue_lost_checks(
+    max                integer,
+    at                 timestamptz,
+    OUT order_ids      text[],
+    OUT versions       integer[],
+    OUT payment_checks integer)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_check_ids bigint[];
+    v_check_args jsonb[];
+BEGIN
+    order_ids := '{}';
+    versions := '{}';
+    payment_checks := 0;
+    PERFORM 1
+    FROM ordertimeout.rescue_state AS s
+    WHERE s.rescued_at <= _rescue_lost_checks.at - interval '10 seconds'
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE ordertimeout.rescue_state SET rescued_at = _rescue_lost_checks.at;
+
+    WITH stuck AS (
+        SELECT o.order_id
+        FROM ordertimeout.orders AS o
+        WHERE o.status = 'PENDING'
+          AND o.check_job_id IS NOT NULL
+          AND o.cancel_at <= _rescue_lost_checks.at
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.check_job_id)
+        ORDER BY o.cancel_at
+        LIMIT _rescue_lost_checks.max
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), rescued AS (
+        UPDATE ordertimeout.orders AS o
+        SET check_job_id = NULL
+        FROM stuck
+        WHERE o.order_id = stuck.order_id
+        RETURNING o.order_id, o.deadline_version
+    )
+    SELECT coalesce(array_agg(r.order_id), '{}'), coalesce(array_agg(r.deadline_version), '{}')
+    INTO order_ids, versions
+    FROM rescued AS r;
+
+    WITH stuck AS (
+        SELECT o.order_id
+        FROM ordertimeout.orders AS o
+        WHERE o.status = 'PAYING'
+          AND o.paying_until <= _rescue_lost_checks.at
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
+        ORDER BY o.paying_until
+        LIMIT _rescue_lost_checks.max
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), rescued AS (
+        UPDATE ordertimeout.orders AS o
+        SET timer_job_id = ordertimeout._new_job_id()
+        FROM stuck
+        WHERE o.order_id = stuck.order_id
+        RETURNING o.order_id, o.timer_job_id
+    )
+    SELECT array_agg(r.timer_job_id),
+           array_agg(jsonb_build_object('order_id', r.order_id, 'payment_id',
+               (SELECT p.payment_id
+                  FROM ordertimeout.payments AS p
+                 WHERE p.order_id = r.order_id
+                   AND p.status = 'started'
+                 ORDER BY p.started_at DESC
+                 LIMIT 1)))
+    INTO v_check_ids, v_check_args
+    FROM rescued AS r;
+    payment_checks := ordertimeout._insert_jobs(v_check_ids, 'ordertimeout_payment_check', v_check_args,
+                                                _rescue_lost_checks.at);
+END
+$$;
+
+-- Hands the orders of a sweep batch whose policy wants the gateway asked
+-- first (_wants_check) to a gateway check job, worked by the sidecar, at the
+-- same deadline version; returns how many. The order_id = ANY condition lets
+-- the planner drive the update from the batch's primary keys instead of
+-- scanning every PENDING order.
+CREATE FUNCTION ordertimeout._queue_checks(order_ids text[], versions integer[], default_precheck text, at timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_check_ids  bigint[];
+    v_check_args jsonb[];
+BEGIN
+    WITH checking AS (
+        UPDATE ordertimeout.orders AS o
+        SET check_job_id = ordertimeout._new_job_id(),
+            timer_job_id = NULL
+        FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
+        WHERE o.order_id = t.order_id
+          AND o.order_id = ANY (_queue_checks.order_ids)
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted)
+        RETURNING o.order_id, o.check_job_id, o.deadline_version
+    )
+    SELECT array_agg(c.check_job_id),
+           array_agg(jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version))
+    INTO v_check_ids, v_check_args
+    FROM checking AS c;
+    RETURN ordertimeout._insert_jobs(v_check_ids, 'ordertimeout_precancel_check', v_check_args, _queue_checks.at);
 END
 $$;

@@ -49,13 +49,7 @@ BEGIN
     -- The order row lock serializes every transition of this order, and
     -- close_cancelled (which takes the same lock) with the conflict below.
     SELECT o.status, o.amount, o.currency, o.timer_job_id INTO v_status, v_amount, v_currency, v_timer
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = _confirm_payment.order_id
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'order_id "%" is unknown', _confirm_payment.order_id
-            USING ERRCODE = 'OT120';
-    END IF;
+    FROM ordertimeout._lock_order(_confirm_payment.order_id) AS o;
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p
@@ -181,7 +175,7 @@ BEGIN
     SET status = 'PENDING',
         paying_until = NULL,
         deadline_version = o.deadline_version + 1,
-        timer_job_id = nextval('public.river_job_id_seq'),
+        timer_job_id = ordertimeout._new_job_id(),
         check_job_id = NULL
     WHERE o.order_id = _back_to_pending.order_id
       AND o.status = 'PAYING'
@@ -190,10 +184,7 @@ BEGIN
         RETURN false;
     END IF;
 
-    INSERT INTO public.river_job (id, kind, args, queue, state, scheduled_at)
-    VALUES (v_job_id, 'ordertimeout_expire',
-            jsonb_build_object('order_id', _back_to_pending.order_id, 'version', v_version),
-            'ordertimeout_expire', 'available', v_cancel);
+    PERFORM ordertimeout._schedule_timer(v_job_id, _back_to_pending.order_id, v_version, v_cancel);
     PERFORM ordertimeout._log_event(_back_to_pending.order_id, 'PAYING', 'PENDING', 'payment',
         _back_to_pending.at, _back_to_pending.detail);
     PERFORM ordertimeout._wake_if_sooner(v_cancel);

@@ -21,27 +21,20 @@ BEGIN
 
     RETURN QUERY
     SELECT d.order_id, d.cancel_at, v_now - d.cancel_at, d.deadline_version, d.found_by,
-           CASE WHEN CASE coalesce(d.precheck, v_precheck)
-                         WHEN 'always' THEN true
-                         WHEN 'never' THEN false
-                         ELSE d.payment_attempted
-                     END
+           CASE WHEN ordertimeout._wants_check(d.precheck, v_precheck, d.payment_attempted)
                 THEN 'check' ELSE 'cancel' END
     FROM (
         (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
-           FROM public.river_job AS r
+           FROM ordertimeout._timers AS t
            JOIN ordertimeout.orders AS o
-             ON ordertimeout._is_timer_args(r.args)
-            AND o.order_id = r.args ->> 'order_id'
-            AND o.deadline_version = (CASE WHEN ordertimeout._is_timer_args(r.args)
-                                           THEN (r.args ->> 'version')::integer END)
+             ON ordertimeout._is_timer_args(t.args)
+            AND o.order_id = t.args ->> 'order_id'
+            AND o.deadline_version = (CASE WHEN ordertimeout._is_timer_args(t.args)
+                                           THEN (t.args ->> 'version')::integer END)
             AND o.status = 'PENDING'
             AND o.check_job_id IS NULL
-          WHERE r.state = 'available'
-            AND r.queue = 'ordertimeout_expire'
-            AND r.priority = 1
-            AND r.scheduled_at <= v_now
-          ORDER BY r.scheduled_at
+          WHERE t.due_at <= v_now
+          ORDER BY t.due_at
           LIMIT preview_due.max)
         UNION ALL
         (SELECT o.order_id, o.cancel_at, o.deadline_version, 'sweep'::text, o.precheck, o.payment_attempted
@@ -49,10 +42,7 @@ BEGIN
           WHERE o.status = 'PENDING'
             AND o.check_job_id IS NULL
             AND o.cancel_at <= v_now
-            AND NOT EXISTS (SELECT 1
-                              FROM public.river_job AS r
-                             WHERE r.id = o.timer_job_id
-                               AND r.finalized_at IS NULL)
+            AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
           ORDER BY o.cancel_at
           LIMIT preview_due.max)
     ) AS d

@@ -30,40 +30,7 @@ BEGIN
     END IF;
     PERFORM ordertimeout._check_max(rescue_stuck_jobs.max);
 
-    RETURN QUERY
-    WITH stuck AS (
-        SELECT r.id,
-               CASE
-                   WHEN r.metadata ? 'cancel_attempted_at' THEN 'cancelled'
-                   WHEN r.attempt >= r.max_attempts THEN 'discarded'
-                   ELSE 'available'
-               END::public.river_job_state AS next_state
-        FROM public.river_job AS r
-        WHERE r.state = 'running'
-          AND r.queue = 'ordertimeout'
-          AND r.attempted_at < v_now - rescue_stuck_jobs.running_for
-        ORDER BY r.id
-        LIMIT rescue_stuck_jobs.max
-        FOR UPDATE SKIP LOCKED
-    ), rescued AS (
-        UPDATE public.river_job AS r
-        SET state = s.next_state,
-            scheduled_at = CASE WHEN s.next_state = 'available' THEN v_now ELSE r.scheduled_at END,
-            finalized_at = CASE WHEN s.next_state = 'available' THEN NULL ELSE v_now END,
-            errors = array_append(r.errors, jsonb_build_object(
-                'at', v_now,
-                'attempt', greatest(r.attempt, 0),
-                'error', format('Stuck job rescued by ordertimeout.rescue_stuck_jobs: running since %s, over %s by the database clock',
-                                r.attempted_at, rescue_stuck_jobs.running_for),
-                'trace', ''))
-        FROM stuck AS s
-        WHERE r.id = s.id
-        RETURNING r.state
-    )
-    SELECT count(*) FILTER (WHERE x.state = 'available')::integer,
-           count(*) FILTER (WHERE x.state = 'discarded')::integer,
-           count(*) FILTER (WHERE x.state = 'cancelled')::integer
-    FROM rescued AS x;
+    RETURN QUERY SELECT * FROM ordertimeout._rescue_stuck_jobs(rescue_stuck_jobs.running_for, rescue_stuck_jobs.max, v_now);
 END
 $$;
 

@@ -14,6 +14,9 @@
 \ir payments.sql
 \ir ledger.sql
 \ir types.sql
+-- River's tables are read through plpgsql/jobs.sql's views (the views of
+-- views.sql too), so it comes first.
+\ir ../plpgsql/jobs.sql
 \ir views.sql
 \ir retention.sql
 -- plpgsql/: a file per API function, named after it (its pgTAP tests are in
@@ -21,7 +24,6 @@
 -- concept. tests/layout checks the rule.
 \ir ../plpgsql/checks.sql
 \ir ../plpgsql/events.sql
-\ir ../plpgsql/jobs.sql
 \ir ../plpgsql/orders.sql
 \ir ../plpgsql/payments.sql
 \ir ../plpgsql/release.sql

@@ -11,12 +11,7 @@ COMMENT ON VIEW ordertimeout.order_counts IS 'orders per status (a full count: f
 
 CREATE VIEW ordertimeout.sweep_stats AS
 SELECT
-    (SELECT count(*)
-       FROM public.river_job AS r
-      WHERE r.state = 'available'
-        AND r.queue = 'ordertimeout_expire'
-        AND r.priority = 1
-        AND r.scheduled_at <= now()) AS due_timers,
+    (SELECT count(*) FROM ordertimeout._timers AS t WHERE t.due_at <= now()) AS due_timers,
     (SELECT count(*)
        FROM ordertimeout.orders AS o
       WHERE o.status = 'PENDING'
@@ -39,10 +34,7 @@ SELECT
     (SELECT count(*)
        FROM ordertimeout.conflicts AS c
       WHERE c.resolution IS NULL) AS open_conflicts,
-    (SELECT count(*)
-       FROM public.river_job AS r
-      WHERE r.state = 'discarded'
-        AND r.queue = 'ordertimeout_expire') AS malformed_timers,
+    (SELECT count(*) FROM ordertimeout._malformed_timers) AS malformed_timers,
     (SELECT s.paused FROM ordertimeout.settings AS s) AS paused;
 
 COMMENT ON VIEW ordertimeout.sweep_stats IS

@@ -114,6 +114,29 @@ func TestInstallIncludesEveryFileOnce(t *testing.T) {
 	require.Empty(t, counts, "sql/install.sql includes files that plpgsql/ does not have")
 }
 
+// TestRiverTablesHaveOneOwner: only plpgsql/jobs.sql names River's tables,
+// so a River upgrade touches one file.
+func TestRiverTablesHaveOneOwner(t *testing.T) {
+	for _, dir := range []string{"plpgsql", "sql"} {
+		files, err := filepath.Glob(filepath.Join(root(t), dir, "*.sql"))
+		require.NoError(t, err)
+		for _, f := range files {
+			text, err := os.ReadFile(f)
+			require.NoError(t, err)
+			rel := dir + "/" + filepath.Base(f)
+			if rel == "plpgsql/jobs.sql" {
+				require.Contains(t, string(text), "public.river_job")
+				continue
+			}
+			for _, word := range []string{"river_job", "ordertimeout_expire"} {
+				if strings.Contains(string(text), word) {
+					t.Errorf("%s names %q: statements on River's tables belong in plpgsql/jobs.sql", rel, word)
+				}
+			}
+		}
+	}
+}
+
 // TestDatabaseHasOnlyTheseFunctions: the migrated database has exactly the
 // functions plpgsql/ defines (a function created by a migration but missing
 // from plpgsql/, or left behind by a rename, fails here).
