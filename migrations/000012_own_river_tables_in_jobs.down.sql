@@ -864,6 +864,19 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cancel_at < (SELECT s.wake_at FROM ordertimeout.sweep_state AS s) THEN
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION ordertimeout.next_due()
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -947,6 +960,38 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.fail_payment(text, text) IS
     'marks a started payment failed; PAYING -> PENDING when no other attempt is in flight (returns pending, paying or ignored)';
+
+CREATE OR REPLACE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_wake timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    -- While paused, due timers are not worth waking for: sleep the longest.
+    v_wake := CASE WHEN (SELECT s.paused FROM ordertimeout.settings AS s)
+                   THEN clock_timestamp() + plan_sleep.max_sleep
+                   ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
+              END;
+    UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
 
 CREATE OR REPLACE FUNCTION ordertimeout.preview_due(max integer DEFAULT 100)
 RETURNS TABLE (
@@ -1184,3 +1229,7 @@ DROP FUNCTION ordertimeout._rescue_stuck_jobs(interval, integer, timestamptz);
 DROP VIEW ordertimeout._unfinished_jobs;
 DROP VIEW ordertimeout._malformed_timers;
 DROP VIEW ordertimeout._timers;
+
+ALTER TABLE ordertimeout.sweep_state SET LOGGED;
+COMMENT ON TABLE ordertimeout.sweep_state IS
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order)';

@@ -8,11 +8,19 @@
 -- helper (_lock_order), the precheck decision another (_wants_check).
 -- Behaviour changes: _drop_timer also deletes an order's payment check that
 -- no worker has started, so a payment confirmed before its check comes due
--- leaves no job behind.
+-- leaves no job behind. sweep_state becomes UNLOGGED: plan_sleep, called
+-- after every sweep, then commits without a WAL flush (wake_at is a hint;
+-- after a crash the table is empty and new orders wake the sweepers until
+-- plan_sleep writes it again). _queue_checks looks the batch up by primary
+-- key instead of scanning every PENDING order.
 --
 -- Hand-written: the functions are the plpgsql/ files of this version, with
 -- CREATE OR REPLACE for those that existed; the down migration restores the
 -- bodies of 000011.
+
+ALTER TABLE ordertimeout.sweep_state SET UNLOGGED;
+COMMENT ON TABLE ordertimeout.sweep_state IS
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order); unlogged: empty after a crash until the next plan_sleep';
 
 CREATE VIEW ordertimeout._timers AS
 SELECT r.id AS job_id, r.args, r.scheduled_at AS due_at
@@ -215,16 +223,32 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_wanted     text[];
     v_check_ids  bigint[];
     v_check_args jsonb[];
 BEGIN
+    SELECT array_agg(t.order_id) INTO v_wanted
+    FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM ordertimeout.orders AS o
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted)
+        OFFSET 0) AS w;
+    IF v_wanted IS NULL THEN
+        RETURN 0;
+    END IF;
+
     WITH checking AS (
         UPDATE ordertimeout.orders AS o
         SET check_job_id = ordertimeout._new_job_id(),
             timer_job_id = NULL
         FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
         WHERE o.order_id = t.order_id
-          AND o.order_id = ANY (_queue_checks.order_ids)
+          AND o.order_id = ANY (v_wanted)
           AND o.status = 'PENDING'
           AND o.deadline_version = t.version
           AND o.check_job_id IS NULL
@@ -1069,6 +1093,19 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cancel_at < coalesce((SELECT s.wake_at FROM ordertimeout.sweep_state AS s), 'infinity') THEN
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION ordertimeout.next_due()
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -1139,6 +1176,41 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.fail_payment(text, text) IS
     'marks a started payment failed; PAYING -> PENDING when no other attempt is in flight (returns pending, paying or ignored)';
+
+CREATE OR REPLACE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_wake timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    -- While paused, due timers are not worth waking for: sleep the longest.
+    v_wake := CASE WHEN (SELECT s.paused FROM ordertimeout.settings AS s)
+                   THEN clock_timestamp() + plan_sleep.max_sleep
+                   ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
+              END;
+    -- An upsert: sweep_state is unlogged, and empty after a crash.
+    INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
+    VALUES (true, v_wake)
+    ON CONFLICT ON CONSTRAINT sweep_state_single_row DO UPDATE SET wake_at = excluded.wake_at;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
 
 CREATE OR REPLACE FUNCTION ordertimeout.preview_due(max integer DEFAULT 100)
 RETURNS TABLE (

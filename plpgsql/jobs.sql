@@ -154,7 +154,8 @@ END
 $$;
 
 -- Wakes the sleeping sweepers when a deadline comes before the moment they
--- planned to wake up (ordertimeout.plan_sleep). The payload is empty: the
+-- planned to wake up (ordertimeout.plan_sleep), or when no plan is recorded
+-- (sweep_state is unlogged: empty after a crash). The payload is empty: the
 -- deadline is in the table.
 CREATE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
 RETURNS void
@@ -163,7 +164,7 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF cancel_at < (SELECT s.wake_at FROM ordertimeout.sweep_state AS s) THEN
+    IF cancel_at < coalesce((SELECT s.wake_at FROM ordertimeout.sweep_state AS s), 'infinity') THEN
         PERFORM pg_notify('ordertimeout_wake', '');
     END IF;
 END

@@ -324,9 +324,11 @@ $$;
 
 -- Hands the orders of a sweep batch whose policy wants the gateway asked
 -- first (_wants_check) to a gateway check job, worked by the sidecar, at the
--- same deadline version; returns how many. The order_id = ANY condition lets
--- the planner drive the update from the batch's primary keys instead of
--- scanning every PENDING order.
+-- same deadline version; returns how many. The batch's orders are looked up
+-- one by one by primary key (OFFSET 0 keeps the planner from turning the
+-- lookup into a scan of every PENDING order, which it did for batches that
+-- want no check: 500 buffers per sweep for nothing); most batches want none,
+-- and then nothing is written.
 CREATE FUNCTION ordertimeout._queue_checks(order_ids text[], versions integer[], default_precheck text, at timestamptz)
 RETURNS integer
 LANGUAGE plpgsql
@@ -334,16 +336,32 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_wanted     text[];
     v_check_ids  bigint[];
     v_check_args jsonb[];
 BEGIN
+    SELECT array_agg(t.order_id) INTO v_wanted
+    FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM ordertimeout.orders AS o
+        WHERE o.order_id = t.order_id
+          AND o.status = 'PENDING'
+          AND o.deadline_version = t.version
+          AND o.check_job_id IS NULL
+          AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted)
+        OFFSET 0) AS w;
+    IF v_wanted IS NULL THEN
+        RETURN 0;
+    END IF;
+
     WITH checking AS (
         UPDATE ordertimeout.orders AS o
         SET check_job_id = ordertimeout._new_job_id(),
             timer_job_id = NULL
         FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
         WHERE o.order_id = t.order_id
-          AND o.order_id = ANY (_queue_checks.order_ids)
+          AND o.order_id = ANY (v_wanted)
           AND o.status = 'PENDING'
           AND o.deadline_version = t.version
           AND o.check_job_id IS NULL

@@ -22,7 +22,10 @@ BEGIN
                    THEN clock_timestamp() + plan_sleep.max_sleep
                    ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
               END;
-    UPDATE ordertimeout.sweep_state AS s SET wake_at = v_wake;
+    -- An upsert: sweep_state is unlogged, and empty after a crash.
+    INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
+    VALUES (true, v_wake)
+    ON CONFLICT ON CONSTRAINT sweep_state_single_row DO UPDATE SET wake_at = excluded.wake_at;
     RETURN v_wake;
 END
 $$;
