@@ -1225,6 +1225,7 @@ DROP FUNCTION ordertimeout._schedule_timer(bigint, text, integer, timestamptz);
 DROP FUNCTION ordertimeout._insert_jobs(bigint[], text, jsonb[], timestamptz);
 DROP FUNCTION ordertimeout._delete_jobs(bigint[]);
 DROP FUNCTION ordertimeout._claim_due_timers(integer, timestamptz);
+DROP FUNCTION ordertimeout._lock_sweep_batch(text[], integer[], boolean);
 DROP FUNCTION ordertimeout._rescue_stuck_jobs(interval, integer, timestamptz);
 DROP VIEW ordertimeout._unfinished_jobs;
 DROP VIEW ordertimeout._malformed_timers;

@@ -12,7 +12,10 @@
 -- after every sweep, then commits without a WAL flush (wake_at is a hint;
 -- after a crash the table is empty and new orders wake the sweepers until
 -- plan_sleep writes it again). _queue_checks looks the batch up by primary
--- key instead of scanning every PENDING order.
+-- key instead of scanning every PENDING order. A sweep whose batch is not
+-- full never waits for a lock (_lock_sweep_batch): an order whose row, stock
+-- or points another transaction holds is left for the next sweep, with its
+-- timer row.
 --
 -- Hand-written: the functions are the plpgsql/ files of this version, with
 -- CREATE OR REPLACE for those that existed; the down migration restores the
@@ -217,7 +220,7 @@ END
 $$;
 
 CREATE FUNCTION ordertimeout._queue_checks(order_ids text[], versions integer[], default_precheck text, at timestamptz)
-RETURNS integer
+RETURNS text[]
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -227,19 +230,18 @@ DECLARE
     v_check_ids  bigint[];
     v_check_args jsonb[];
 BEGIN
-    SELECT array_agg(t.order_id) INTO v_wanted
+    SELECT array_agg(t.order_id) FILTER (WHERE w.wanted) INTO v_wanted
     FROM unnest(_queue_checks.order_ids, _queue_checks.versions) AS t(order_id, version)
     CROSS JOIN LATERAL (
-        SELECT 1
+        SELECT o.status = 'PENDING'
+           AND o.deadline_version = t.version
+           AND o.check_job_id IS NULL
+           AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted) AS wanted
         FROM ordertimeout.orders AS o
         WHERE o.order_id = t.order_id
-          AND o.status = 'PENDING'
-          AND o.deadline_version = t.version
-          AND o.check_job_id IS NULL
-          AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted)
         OFFSET 0) AS w;
     IF v_wanted IS NULL THEN
-        RETURN 0;
+        RETURN '{}';
     END IF;
 
     WITH checking AS (
@@ -256,10 +258,88 @@ BEGIN
         RETURNING o.order_id, o.check_job_id, o.deadline_version
     )
     SELECT array_agg(c.check_job_id),
-           array_agg(jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version))
-    INTO v_check_ids, v_check_args
+           array_agg(jsonb_build_object('order_id', c.order_id, 'version', c.deadline_version)),
+           coalesce(array_agg(c.order_id), '{}')
+    INTO v_check_ids, v_check_args, v_wanted
     FROM checking AS c;
-    RETURN ordertimeout._insert_jobs(v_check_ids, 'ordertimeout_precancel_check', v_check_args, _queue_checks.at);
+    PERFORM ordertimeout._insert_jobs(v_check_ids, 'ordertimeout_precancel_check', v_check_args, _queue_checks.at);
+    RETURN v_wanted;
+END
+$$;
+
+CREATE FUNCTION ordertimeout._lock_sweep_batch(order_ids text[], versions integer[], draining boolean)
+RETURNS text[]
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_locked   text[];
+    v_live     text[];
+    v_skus     text[];
+    v_got_skus text[];
+    v_accounts text[];
+    v_got_accounts text[];
+    v_deferred text[];
+BEGIN
+    IF cardinality(_lock_sweep_batch.order_ids) = 0 OR _lock_sweep_batch.draining THEN
+        RETURN '{}';
+    END IF;
+
+    SELECT coalesce(array_agg(l.order_id), '{}') INTO v_locked
+    FROM (SELECT o.order_id
+            FROM ordertimeout.orders AS o
+           WHERE o.order_id = ANY (_lock_sweep_batch.order_ids)
+           ORDER BY o.order_id
+             FOR NO KEY UPDATE SKIP LOCKED) AS l;
+
+    -- The orders this sweep may cancel (the rest will be moot) and what
+    -- their cancel locks.
+    SELECT coalesce(array_agg(DISTINCT t.order_id) FILTER (WHERE l.live), '{}') INTO v_live
+    FROM unnest(_lock_sweep_batch.order_ids, _lock_sweep_batch.versions) AS t(order_id, version)
+    CROSS JOIN LATERAL (
+        SELECT o.status = 'PENDING' AND o.deadline_version = t.version AS live
+        FROM ordertimeout.orders AS o
+        WHERE o.order_id = t.order_id
+        OFFSET 0) AS l
+    WHERE t.order_id = ANY (v_locked);
+    SELECT coalesce(array_agg(DISTINCT i.sku), '{}') INTO v_skus
+    FROM ordertimeout.order_items AS i
+    WHERE i.order_id = ANY (v_live);
+    SELECT coalesce(array_agg(s.sku), '{}') INTO v_got_skus
+    FROM (SELECT s.sku
+            FROM ordertimeout.stock AS s
+           WHERE s.sku = ANY (v_skus)
+           ORDER BY s.sku
+             FOR NO KEY UPDATE SKIP LOCKED) AS s;
+    SELECT coalesce(array_agg(DISTINCT h.account_id), '{}') INTO v_accounts
+    FROM ordertimeout.points_holds AS h
+    WHERE h.order_id = ANY (v_live)
+      AND h.released_at IS NULL
+      AND h.used_at IS NULL;
+    IF cardinality(v_accounts) > 0 THEN
+        SELECT coalesce(array_agg(a.account_id), '{}') INTO v_got_accounts
+        FROM (SELECT a.account_id
+                FROM ordertimeout.points_accounts AS a
+               WHERE a.account_id = ANY (v_accounts)
+               ORDER BY a.account_id
+                 FOR NO KEY UPDATE SKIP LOCKED) AS a;
+    ELSE
+        v_got_accounts := '{}';
+    END IF;
+
+    SELECT coalesce(array_agg(DISTINCT t.order_id), '{}') INTO v_deferred
+    FROM unnest(_lock_sweep_batch.order_ids) AS t(order_id)
+    WHERE NOT t.order_id = ANY (v_locked)
+       OR (t.order_id = ANY (v_live)
+           AND (EXISTS (SELECT 1 FROM ordertimeout.order_items AS i
+                         WHERE i.order_id = t.order_id AND NOT i.sku = ANY (v_got_skus))
+                    OR EXISTS (SELECT 1 FROM ordertimeout.points_holds AS h
+                                WHERE h.order_id = t.order_id
+                                  AND h.released_at IS NULL
+                                  AND h.used_at IS NULL
+                                  AND NOT h.account_id = ANY (v_got_accounts))));
+    RETURN v_deferred;
 END
 $$;
 
@@ -425,6 +505,9 @@ DECLARE
     v_attempted boolean[];
     v_methods   text[];
     v_event_ids bigint[];
+    v_rest_ids  text[];
+    v_rest_vers integer[];
+    v_checked   text[] := '{}';
 BEGIN
     SELECT s.precheck, s.webhooks, s.paused_at, s.resumed_at
     INTO v_precheck, v_webhooks, v_paused_at, v_resumed
@@ -452,7 +535,20 @@ BEGIN
     INTO v_ids, v_causes, v_at, v_cancel_at, v_attempted, v_methods
     FROM cancelled AS c;
 
+    -- With respect_precheck, the orders left are handed to a gateway check
+    -- if their policy wants one, before any stock is locked (the lock order).
+    -- Most batches have none left: then nothing is looked up.
+    IF _cancel_orders.respect_precheck
+       AND coalesce(cardinality(v_ids), 0) < cardinality(_cancel_orders.order_ids) THEN
+        SELECT array_agg(t.order_id), array_agg(t.version)
+        INTO v_rest_ids, v_rest_vers
+        FROM unnest(_cancel_orders.order_ids, _cancel_orders.versions) AS t(order_id, version)
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_ids) AS c(order_id) WHERE c.order_id = t.order_id);
+        v_checked := ordertimeout._queue_checks(v_rest_ids, v_rest_vers, v_precheck, clock_timestamp());
+    END IF;
+
     IF v_ids IS NULL THEN
+        RETURN QUERY SELECT c.order_id, 'check'::text FROM unnest(v_checked) AS c(order_id);
         RETURN;
     END IF;
 
@@ -495,7 +591,9 @@ BEGIN
     -- here to the commit.
     PERFORM ordertimeout._release(v_ids, v_causes, clock_timestamp());
 
-    RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause);
+    RETURN QUERY SELECT r.order_id, r.cause FROM unnest(v_ids, v_causes) AS r(order_id, cause)
+                 UNION ALL
+                 SELECT c.order_id, 'check'::text FROM unnest(v_checked) AS c(order_id);
 END
 $$;
 
@@ -555,10 +653,12 @@ DECLARE
     v_lost_ids   text[] := '{}';
     v_lost_vers  integer[] := '{}';
     v_rescued    integer := 0;
+    v_causes     text[];
+    v_timer_ids  text[];
+    v_deferred   text[];
     v_timers     integer;
     v_checks     integer;
     v_cancelled  integer;
-    v_caught     integer;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
@@ -589,26 +689,38 @@ BEGIN
         FROM ordertimeout._rescue_lost_checks(sweep_due.max - v_timers - cardinality(v_lost_ids), v_now) AS r;
     END IF;
 
-    -- 3. Orders whose policy wants the gateway asked first get a check job
-    -- (worked by the sidecar) instead of a cancel; _cancel_orders leaves them.
+    -- 3. Unless the batch is full (a backlog), lock what its cancels need
+    -- without waiting: orders whose row, stock or points another transaction
+    -- holds are deferred to the next sweep, with their timer rows.
+    v_timer_ids := v_ids;
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
-    v_checks := ordertimeout._queue_checks(v_ids, v_versions, v_settings.precheck, v_now);
+    v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
+    IF cardinality(v_deferred) > 0 THEN
+        SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
+               coalesce(array_agg(t.cause ORDER BY t.n), '{}')
+        INTO v_ids, v_versions, v_causes
+        FROM unnest(v_ids, v_versions, v_causes) WITH ORDINALITY AS t(order_id, version, cause, n)
+        WHERE NOT t.order_id = ANY (v_deferred);
+        SELECT coalesce(array_agg(t.job_id), '{}') INTO v_job_ids
+        FROM unnest(v_job_ids, v_timer_ids) AS t(job_id, order_id)
+        WHERE NOT t.order_id = ANY (v_deferred);
+    END IF;
 
-    -- 4. Every claimed timer row has done its work or can no longer act.
+    -- 4. Every timer row still claimed has done its work or can no longer act.
     PERFORM ordertimeout._delete_jobs(v_job_ids);
 
-    -- 5. Cancel and release the rest, set-based. Last, because releasing
-    -- locks the batch's stock rows until the commit.
-    SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
-    INTO v_cancelled, v_caught
-    FROM ordertimeout._cancel_orders(
-        v_ids, v_versions,
-        array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]),
-        NULL, true) AS c;
+    -- 5. Cancel and release, set-based; orders whose policy wants the
+    -- gateway asked first get a check job (worked by the sidecar) instead.
+    SELECT count(*) FILTER (WHERE c.cancelled_cause <> 'check'), count(*) FILTER (WHERE c.cancelled_cause = 'check')
+    INTO v_cancelled, v_checks
+    FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    RETURN QUERY SELECT v_timers + v_malformed + cardinality(v_lost_ids), v_cancelled, cardinality(v_lost_ids),
-                        v_checks + v_rescued, v_timers + v_malformed + cardinality(v_lost_ids) - v_cancelled - v_checks;
+    -- Deferred orders are not counted: their timer rows go back at the commit.
+    RETURN QUERY SELECT cardinality(v_ids) + v_malformed, v_cancelled,
+                        (SELECT count(*)::integer FROM unnest(v_causes) AS c WHERE c = 'sweep'),
+                        v_checks + v_rescued, cardinality(v_ids) + v_malformed - v_cancelled - v_checks;
 END
 $$;
 
@@ -1379,6 +1491,7 @@ REVOKE ALL ON FUNCTION ordertimeout._schedule_timer(bigint, text, integer, times
 REVOKE ALL ON FUNCTION ordertimeout._insert_jobs(bigint[], text, jsonb[], timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._delete_jobs(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._claim_due_timers(integer, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._lock_sweep_batch(text[], integer[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._rescue_stuck_jobs(interval, integer, timestamptz) FROM PUBLIC;
 GRANT SELECT ON ordertimeout._timers, ordertimeout._malformed_timers, ordertimeout._unfinished_jobs
 TO ordertimeout_admin;

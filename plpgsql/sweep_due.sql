@@ -29,10 +29,12 @@ DECLARE
     v_lost_ids   text[] := '{}';
     v_lost_vers  integer[] := '{}';
     v_rescued    integer := 0;
+    v_causes     text[];
+    v_timer_ids  text[];
+    v_deferred   text[];
     v_timers     integer;
     v_checks     integer;
     v_cancelled  integer;
-    v_caught     integer;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
@@ -63,26 +65,38 @@ BEGIN
         FROM ordertimeout._rescue_lost_checks(sweep_due.max - v_timers - cardinality(v_lost_ids), v_now) AS r;
     END IF;
 
-    -- 3. Orders whose policy wants the gateway asked first get a check job
-    -- (worked by the sidecar) instead of a cancel; _cancel_orders leaves them.
+    -- 3. Unless the batch is full (a backlog), lock what its cancels need
+    -- without waiting: orders whose row, stock or points another transaction
+    -- holds are deferred to the next sweep, with their timer rows.
+    v_timer_ids := v_ids;
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
-    v_checks := ordertimeout._queue_checks(v_ids, v_versions, v_settings.precheck, v_now);
+    v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
+    IF cardinality(v_deferred) > 0 THEN
+        SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
+               coalesce(array_agg(t.cause ORDER BY t.n), '{}')
+        INTO v_ids, v_versions, v_causes
+        FROM unnest(v_ids, v_versions, v_causes) WITH ORDINALITY AS t(order_id, version, cause, n)
+        WHERE NOT t.order_id = ANY (v_deferred);
+        SELECT coalesce(array_agg(t.job_id), '{}') INTO v_job_ids
+        FROM unnest(v_job_ids, v_timer_ids) AS t(job_id, order_id)
+        WHERE NOT t.order_id = ANY (v_deferred);
+    END IF;
 
-    -- 4. Every claimed timer row has done its work or can no longer act.
+    -- 4. Every timer row still claimed has done its work or can no longer act.
     PERFORM ordertimeout._delete_jobs(v_job_ids);
 
-    -- 5. Cancel and release the rest, set-based. Last, because releasing
-    -- locks the batch's stock rows until the commit.
-    SELECT count(*), count(*) FILTER (WHERE c.cancelled_cause = 'sweep')
-    INTO v_cancelled, v_caught
-    FROM ordertimeout._cancel_orders(
-        v_ids, v_versions,
-        array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]),
-        NULL, true) AS c;
+    -- 5. Cancel and release, set-based; orders whose policy wants the
+    -- gateway asked first get a check job (worked by the sidecar) instead.
+    SELECT count(*) FILTER (WHERE c.cancelled_cause <> 'check'), count(*) FILTER (WHERE c.cancelled_cause = 'check')
+    INTO v_cancelled, v_checks
+    FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    RETURN QUERY SELECT v_timers + v_malformed + cardinality(v_lost_ids), v_cancelled, cardinality(v_lost_ids),
-                        v_checks + v_rescued, v_timers + v_malformed + cardinality(v_lost_ids) - v_cancelled - v_checks;
+    -- Deferred orders are not counted: their timer rows go back at the commit.
+    RETURN QUERY SELECT cardinality(v_ids) + v_malformed, v_cancelled,
+                        (SELECT count(*)::integer FROM unnest(v_causes) AS c WHERE c = 'sweep'),
+                        v_checks + v_rescued, cardinality(v_ids) + v_malformed - v_cancelled - v_checks;
 END
 $$;
 
