@@ -10,4 +10,9 @@
 // them (the workers hand an interrupted job back with river.JobSnooze(0)),
 // and the HTTP server closes. Nothing is lost at any point: every piece of
 // work is a row that another sidecar, or this one restarted, picks up.
+//
+// Files: config.go is Config, its defaults and its validation; sidecar.go is
+// New (the pool) and Run; build.go builds the gateway driver and the River
+// client with its workers; listen.go the parts that LISTEN; http.go the HTTP
+// server with River's UI and the console.
 package sidecar

@@ -104,7 +104,6 @@ type Sweeper struct {
 
 	batches, claimed, cancelled, caught, checks, moot atomic.Int64
 	retries, errors, wakeups                          atomic.Int64
-	lastLoop                                          atomic.Int64 // unix nanos of the loop's last turn
 
 	wake chan struct{}
 }
@@ -122,15 +121,6 @@ func (s *Sweeper) Stats() Stats {
 		Errors:        s.errors.Load(),
 		Wakeups:       s.wakeups.Load(),
 	}
-}
-
-// LastLoop returns when the sweep loop last turned (zero before Run).
-func (s *Sweeper) LastLoop() time.Time {
-	n := s.lastLoop.Load()
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
 }
 
 // Run sweeps until ctx is done, then returns nil once the sweeps in flight
@@ -157,7 +147,6 @@ func (s *Sweeper) Run(ctx context.Context) error {
 
 	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
 	for ctx.Err() == nil {
-		s.lastLoop.Store(time.Now().UnixNano())
 		// A wake-up that came before this sweep is answered by it.
 		select {
 		case <-s.wake:
