@@ -1,8 +1,9 @@
 // Package sidecar assembles one running sidecar: a pgx pool whose sessions
 // name the sidecar (ordertimeout.actor = "sidecar:<name>"), the cancel sweep
 // (package sweep), a River client serving queue "ordertimeout" with the
-// workers of package worker, the conflict listener (package listener), the
-// database statistics poller and the HTTP server (packages metrics, server).
+// workers of package worker, the listener (package listener: one LISTEN
+// connection for the conflicts and the sweep's wake-ups), the database
+// statistics poller and the HTTP server (packages metrics, server).
 //
 // Run starts them and, when its context ends, stops them in order: the sweep
 // stops claiming (a sweep in flight commits), the listener closes, River stops
@@ -13,6 +14,6 @@
 //
 // Files: config.go is Config, its defaults and its validation; sidecar.go is
 // New (the pool) and Run; build.go builds the gateway driver and the River
-// client with its workers; listen.go the parts that LISTEN; http.go the HTTP
-// server with River's UI and the console.
+// client with its workers; listen.go the listener and the sweep it wakes;
+// http.go the HTTP server with River's UI and the console.
 package sidecar

@@ -11,13 +11,11 @@ import (
 	"time"
 )
 
-// Application names of a sidecar's connections in pg_stat_activity (from
-// package sidecar, which tests/ cannot import): its pool's connections are
-// named after the sidecar, its two LISTEN connections are not.
-const (
-	WakeListenerName     = "ordertimeout-listen-wake"
-	ConflictListenerName = "ordertimeout-listen-conflicts"
-)
+// ListenerName is the application_name of a sidecar's one LISTEN connection
+// in pg_stat_activity (from package sidecar, which tests/ cannot import): its
+// pool's connections are named after the sidecar, its LISTEN connection is
+// not.
+const ListenerName = "ordertimeout-listen"
 
 // PoolApplicationName is the application_name of the pool connections of
 // the sidecar named name.
