@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/soak"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // Kind is a kind of fault.

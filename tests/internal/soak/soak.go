@@ -35,8 +35,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // Defaults of a Config.
@@ -290,7 +290,8 @@ func (r *run) setUp(ctx context.Context) error {
 	if r.fakeLog, err = os.Create(filepath.Join(r.logDir, "fakegateway.log")); err != nil {
 		return fmt.Errorf("soak: %w", err)
 	}
-	if r.fake, err = sidecarproc.StartFake(ctx, r.cfg.Bin, c.URL(), r.fakeLog, "--log-level", "warn"); err != nil {
+	if r.fake, err = sidecarproc.StartFake(ctx, sidecarproc.FakeConfig{Bin: r.cfg.Bin, DatabaseURL: c.URL(),
+		Output: r.fakeLog, Flags: []string{"--log-level", "warn"}}); err != nil {
 		return fmt.Errorf("soak: %w", err)
 	}
 	for i := range r.cfg.Sidecars {

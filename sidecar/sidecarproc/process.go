@@ -1,12 +1,3 @@
-// Package sidecarproc runs the ordertimeout binary's subcommands as real
-// processes for the fault tests and the soak test: it builds the binary,
-// starts sidecars (`ordertimeout run`) and the fake payment gateway
-// (`ordertimeout fakegateway`), kills them with SIGKILL or stops them with
-// SIGTERM, reads a sidecar's /metrics, and drives the fake's control API.
-//
-// The packages under sidecar/internal cannot be imported from tests/, so
-// everything here goes through the binary's command line and HTTP, as an
-// operator's tools would.
 package sidecarproc
 
 import (
@@ -25,9 +16,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// readyTimeout is how long a started process has to answer HTTP.
-const readyTimeout = 60 * time.Second
 
 // Build compiles ./sidecar/cmd/ordertimeout of this module into dir and
 // returns the binary's path. args are extra `go build` arguments (e.g.
@@ -81,28 +69,72 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
+// Command says how to start a child process.
+type Command struct {
+	// Name names the process in errors. It is required.
+	Name string
+	// Bin is the program to run. It is required.
+	Bin  string
+	Args []string
+	// Env is added to this process's environment; a later K=V wins over an
+	// earlier one with the same K.
+	Env []string
+	// Output receives the child's stdout and stderr. If nil, they go to Log;
+	// if both are empty, they are discarded.
+	Output io.Writer
+	// Log, if set, is the file (created or truncated) that receives the
+	// child's stdout and stderr when Output is nil; the errors of WaitHTTP
+	// quote its last lines.
+	Log string
+	// OwnGroup starts the child in a process group of its own, so that a
+	// Ctrl-C in the terminal reaches only this program, which then stops its
+	// children in order; on Linux the kernel also sends the child SIGTERM
+	// should this program die without doing so.
+	OwnGroup bool
+}
+
 // Process is a running child process.
 type Process struct {
 	// Name names the process in errors.
 	Name string
 
+	log    string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process has exited
 	err    error         // how it exited; read after exited is closed
 }
 
-// Start starts bin with args and env (added to this process's environment),
-// its output going to out.
-func Start(name, bin string, args, env []string, out io.Writer) (*Process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+// Start starts the child process c describes.
+func Start(c Command) (*Process, error) {
+	cmd := exec.Command(c.Bin, c.Args...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	var logFile *os.File
+	switch {
+	case c.Output != nil:
+		cmd.Stdout, cmd.Stderr = c.Output, c.Output
+	case c.Log != "":
+		f, err := os.Create(c.Log)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", c.Name, err)
+		}
+		logFile = f
+		cmd.Stdout, cmd.Stderr = f, f
 	}
-	p := &Process{Name: name, cmd: cmd, exited: make(chan struct{})}
+	if c.OwnGroup {
+		cmd.SysProcAttr = ownGroup()
+	}
+	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			logFile.Close()
+		}
+		return nil, fmt.Errorf("start %s: %w", c.Name, err)
+	}
+	p := &Process{Name: c.Name, log: c.Log, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		if logFile != nil {
+			logFile.Close()
+		}
 		close(p.exited)
 	}()
 	return p, nil
@@ -128,6 +160,9 @@ func (p *Process) Running() bool {
 // Exited is closed.
 func (p *Process) Err() error { return p.err }
 
+// Log returns the path of the process's log file (Command.Log), or "".
+func (p *Process) Log() string { return p.log }
+
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *Process) Kill() error {
 	if !p.Running() {
@@ -141,29 +176,31 @@ func (p *Process) Kill() error {
 }
 
 // Stop sends SIGTERM and waits up to timeout for the process to exit, then
-// kills it. It returns an error if the process did not exit cleanly on
-// SIGTERM.
+// kills it. It returns an error if the process had exited already or did not
+// exit cleanly on SIGTERM.
 func (p *Process) Stop(timeout time.Duration) error {
 	if !p.Running() {
 		return fmt.Errorf("%s had exited already: %v", p.Name, p.err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-p.exited:
 		if p.err != nil {
 			return fmt.Errorf("%s: %w", p.Name, p.err)
 		}
 		return nil
-	case <-time.After(timeout):
+	case <-t.C:
 		_ = p.Kill()
 		return fmt.Errorf("%s did not stop within %s of SIGTERM: killed", p.Name, timeout)
 	}
 }
 
-// waitHTTP polls url until it answers 200, the process exits, or
-// readyTimeout passes.
-func (p *Process) waitHTTP(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+// WaitHTTP polls url until it answers 200, and fails when the process exits
+// or within passes first; the error then quotes the end of the log.
+func (p *Process) WaitHTTP(ctx context.Context, url string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -181,12 +218,38 @@ func (p *Process) waitHTTP(ctx context.Context, url string) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s exited while starting: %v", p.Name, p.err)
+			return fmt.Errorf("%s exited while starting (%v)%s", p.Name, p.err, p.logTail())
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer %s: %w", p.Name, url, ctx.Err())
+			return fmt.Errorf("%s did not answer %s within %s: %w%s", p.Name, url, within, ctx.Err(), p.logTail())
 		case <-tick.C:
 		}
 	}
+}
+
+// logTail returns "; its log:" and the last lines of the log, or "" without
+// a log.
+func (p *Process) logTail() string {
+	if p.log == "" {
+		return ""
+	}
+	return "; its log:\n" + Tail(p.log, 20)
+}
+
+// Tail returns the last n lines of the file at path, indented, for an error
+// message.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "  (no log: " + err.Error() + ")"
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "  (the log is empty)"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
 }
 
 // FreeAddr returns 127.0.0.1:port with a port nobody listens on right now.
