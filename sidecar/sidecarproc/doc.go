@@ -1,10 +1,10 @@
-// Package sidecarproc supervises the ordertimeout binary's subcommands as
-// child processes: it builds the binary, starts sidecars (`ordertimeout run`)
-// and the fake payment gateway (`ordertimeout fakegateway`), waits until they
-// answer HTTP, watches them exit, stops them with SIGTERM (killing them after
+// Package sidecarproc supervises this repository's binaries as child
+// processes: it builds them, starts sidecars (`ordertimeout run`) and the fake
+// payment gateway (ordertimeout-fakegateway), waits until they answer HTTP,
+// watches them exit, stops them with SIGTERM (killing them after
 // a timeout) or kills them with SIGKILL, reads a sidecar's /metrics, and
 // drives the fake's control API. Every program of this repository that runs
-// the binary uses it: the demo (sidecar/cmd/ordertimeout-demo), the fault
+// them uses it: the demo (sidecar/cmd/ordertimeout-demo), the fault
 // tests (tests/fault), the soak (tests/soak, tests/internal/soak) and the
 // benchmark (tests/bench).
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 )
 
-// Behaviours of the fake gateway (see `ordertimeout fakegateway --help`).
+// Behaviours of the fake gateway (see `ordertimeout-fakegateway --help`).
 const (
 	Instant = fakegateway.Instant // paid at once; the callback confirms at once
 	Late    = fakegateway.Late    // paid after DelayMS; then the callback confirms
@@ -31,7 +31,7 @@ type Behaviour = fakegateway.Behaviour
 // FakeStats are the fake's counters (GET /_fake/stats).
 type FakeStats = fakegateway.Stats
 
-// Fake is a running `ordertimeout fakegateway` process.
+// Fake is a running ordertimeout-fakegateway process.
 type Fake struct {
 	*Process
 	// URL is the gateway's base URL, for the sidecars' --gateway-url.
@@ -41,12 +41,12 @@ type Fake struct {
 
 // FakeConfig says how to run the fake gateway.
 type FakeConfig struct {
-	Bin string // the ordertimeout binary; required
+	Bin string // the ordertimeout-fakegateway binary (FakeBinary); required
 	// DatabaseURL receives the payment callbacks. If empty, none are made.
 	DatabaseURL string
 	// Addr is --listen. If empty, a free port of 127.0.0.1.
 	Addr string
-	// Flags are more flags of `ordertimeout fakegateway` (e.g. "--log-level",
+	// Flags are more flags of ordertimeout-fakegateway (e.g. "--log-level",
 	// "warn").
 	Flags []string
 	// Output, Log and OwnGroup: see Command.
@@ -65,7 +65,7 @@ func StartFake(ctx context.Context, cfg FakeConfig) (*Fake, error) {
 		}
 		addr = a
 	}
-	args := append([]string{"fakegateway", "--listen", addr, "--database-url", cfg.DatabaseURL}, cfg.Flags...)
+	args := append([]string{"--listen", addr, "--database-url", cfg.DatabaseURL}, cfg.Flags...)
 	p, err := Start(Command{Name: "fake gateway", Bin: cfg.Bin, Args: args, Output: cfg.Output, Log: cfg.Log, OwnGroup: cfg.OwnGroup})
 	if err != nil {
 		return nil, err

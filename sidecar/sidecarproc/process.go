@@ -17,22 +17,31 @@ import (
 	"time"
 )
 
-// Build compiles ./sidecar/cmd/ordertimeout of this module into dir and
-// returns the binary's path. args are extra `go build` arguments (e.g.
-// "-overlay", file).
+// Build compiles ./sidecar/cmd/ordertimeout and
+// ./sidecar/cmd/ordertimeout-fakegateway of this module into dir and returns
+// the path of ordertimeout; FakeBinary(path) is the fake's. args are extra
+// `go build` arguments (e.g. "-overlay", file).
 func Build(ctx context.Context, dir string, args ...string) (string, error) {
 	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "ordertimeout")
-	argv := append(append([]string{"build"}, args...), "-o", bin, "./sidecar/cmd/ordertimeout")
-	cmd := exec.CommandContext(ctx, "go", argv...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(argv, " "), err, out)
+	for out, pkg := range map[string]string{bin: "./sidecar/cmd/ordertimeout", FakeBinary(bin): "./sidecar/cmd/ordertimeout-fakegateway"} {
+		argv := append(append([]string{"build"}, args...), "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, "go", argv...)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go %s: %w\n%s", strings.Join(argv, " "), err, b)
+		}
 	}
 	return bin, nil
+}
+
+// FakeBinary returns the path of ordertimeout-fakegateway next to the
+// ordertimeout binary bin, where Build and `make build` put it.
+func FakeBinary(bin string) string {
+	return filepath.Join(filepath.Dir(bin), "ordertimeout-fakegateway")
 }
 
 // ModuleRoot returns the directory of this module's go.mod.

@@ -77,7 +77,7 @@ func newEnv(t *testing.T, db *pgxpool.Pool, url string) *env {
 	e.exec("SELECT ordertimeout.configure(grace => interval '0')")
 
 	out := &sidecarproc.Buffer{}
-	fake, err := sidecarproc.StartFake(t.Context(), sidecarproc.FakeConfig{Bin: e.bin, DatabaseURL: url, Output: out})
+	fake, err := sidecarproc.StartFake(t.Context(), sidecarproc.FakeConfig{Bin: sidecarproc.FakeBinary(e.bin), DatabaseURL: url, Output: out})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = fake.Kill()

@@ -62,9 +62,13 @@ type Config struct {
 	// required; use a throwaway database.
 	DatabaseURL string
 
-	// SidecarBin is the ordertimeout binary: it migrates the database, runs
-	// the sidecar and the fake gateway. It is required.
+	// SidecarBin is the ordertimeout binary: it migrates the database and
+	// runs the sidecar. It is required.
 	SidecarBin string
+
+	// FakeGatewayBin is the ordertimeout-fakegateway binary. If empty, the
+	// one next to SidecarBin (as make build puts them).
+	FakeGatewayBin string
 
 	// Duration is how long the shop runs. If zero, one minute.
 	Duration time.Duration
@@ -166,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func startChildren(ctx context.Context, cfg Config, env []string) (gw *sidecarproc.Fake, sc *sidecarproc.Sidecar, err error) {
 	// The gateway calls back into the database as the shop's payment callback
 	// handler would (its events name actor "gateway:fake").
-	gw, err = sidecarproc.StartFake(ctx, sidecarproc.FakeConfig{Bin: cfg.SidecarBin, DatabaseURL: cfg.DatabaseURL,
+	gw, err = sidecarproc.StartFake(ctx, sidecarproc.FakeConfig{Bin: cfg.FakeGatewayBin, DatabaseURL: cfg.DatabaseURL,
 		Addr: cfg.GatewayAddr, Log: filepath.Join(cfg.LogDir, "fakegateway.log"), OwnGroup: true})
 	if err != nil {
 		return nil, nil, err
@@ -241,6 +245,12 @@ func (cfg *Config) setDefaults() error {
 	}
 	if _, err := os.Stat(cfg.SidecarBin); err != nil {
 		return fmt.Errorf("the sidecar binary: %w (make build puts it in bin/ordertimeout)", err)
+	}
+	if cfg.FakeGatewayBin == "" {
+		cfg.FakeGatewayBin = sidecarproc.FakeBinary(cfg.SidecarBin)
+	}
+	if _, err := os.Stat(cfg.FakeGatewayBin); err != nil {
+		return fmt.Errorf("the fake gateway binary: %w (make build puts it in bin/ordertimeout-fakegateway)", err)
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = time.Minute
