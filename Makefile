@@ -10,8 +10,9 @@ help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_-]+:.*## / { printf "  %-22s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the sidecar into bin/ordertimeout
+build: ## Build the sidecar into bin/ordertimeout and the fake payment gateway into bin/ordertimeout-fakegateway
 	$(GO) build -o bin/ordertimeout ./sidecar/cmd/ordertimeout
+	$(GO) build -o bin/ordertimeout-fakegateway ./sidecar/cmd/ordertimeout-fakegateway
 
 # DEMO_FLAGS go to the demo driver, e.g. make demo DEMO_FLAGS='--keep --duration 30s'
 # (bin/ordertimeout-demo --help lists them).
@@ -64,8 +65,8 @@ test-sidecar: ## Run the sidecar's Go tests (real PostgreSQL, River, fake gatewa
 
 # FAKE_FLAGS go to the fake gateway, e.g. make fakegateway FAKE_FLAGS='--listen 127.0.0.1:8071'.
 .PHONY: fakegateway
-fakegateway: build ## Run the fake payment gateway (bin/ordertimeout fakegateway --help)
-	bin/ordertimeout fakegateway $(FAKE_FLAGS)
+fakegateway: build ## Run the fake payment gateway (bin/ordertimeout-fakegateway --help)
+	bin/ordertimeout-fakegateway $(FAKE_FLAGS)
 
 # The model test's long run: MODEL_DURATION of sessions on up to MODEL_ORDERS
 # orders; MODEL_SEED replays the choices of a failed run (its seed is printed).

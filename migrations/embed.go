@@ -5,7 +5,8 @@
 // (generated from sql/install.sql by the since retired
 // tests/bin/gen-initial-migration); later versions are written by hand. Each
 // file runs as one transaction: never enable multi-statement mode, which
-// splits function bodies.
+// splits function bodies. `ordertimeout migrate` applies them through
+// sidecar/internal/migrator.
 package migrations
 
 import "embed"

@@ -14,8 +14,11 @@
 //	if err != nil { ... }
 //	if !report.OK() { t.Fatal(report) }
 //
-// The package sits outside sidecar/internal so that the programs and tests
-// under tests/ may import it too.
+// The package is public on purpose, as River ships rivertest: a shop's own
+// tests of code that calls ordertimeout can end with Check, and an operator
+// can run it against a replica or a restored backup (it only reads). It is
+// the one checker of these invariants in this repository; tests/internal/
+// dbstate checks only what needs a full read (event logs, points balances).
 //
 // Every check is one SQL statement, so it sees one snapshot of the database
 // even on a pool with work in flight: a check never reports a violation that
@@ -315,7 +318,19 @@ WHERE o.points_account IS NOT NULL
                     FROM ordertimeout.points_holds AS h
                    WHERE h.order_id = o.order_id
                      AND h.account_id = o.points_account
-                     AND h.points = o.points)`},
+                     AND h.points = o.points)
+UNION ALL
+SELECT format('order %s holds coupon %s but names %L', h.order_id, h.coupon_id, o.coupon_id)
+FROM ordertimeout.coupon_holds AS h
+JOIN ordertimeout.orders AS o ON o.order_id = h.order_id
+WHERE o.coupon_id IS DISTINCT FROM h.coupon_id
+UNION ALL
+SELECT format('order %s holds %s points of account %s but names %s points of %L', h.order_id, h.points, h.account_id,
+              coalesce(o.points::text, 'no'), o.points_account)
+FROM ordertimeout.points_holds AS h
+JOIN ordertimeout.orders AS o ON o.order_id = h.order_id
+WHERE o.points_account IS DISTINCT FROM h.account_id
+   OR o.points IS DISTINCT FROM h.points`},
 
 	// 3. Stock, points and coupons conserved.
 	{Conserved, `

@@ -231,11 +231,17 @@ func TestCheckCorrupted(t *testing.T) {
 		violated: []string{invariant.ReleasedOnce},
 		mention:  "hold of coupon C-cancelled",
 	}, {
+		name:     "coupon held for an order that names none",
+		corrupt:  `INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at) VALUES ('o-closed', 'C-stray', now())`,
+		opts:     withTotals,
+		violated: []string{invariant.ReleasedOnce},
+		mention:  "order o-closed holds coupon C-stray but names NULL",
+	}, {
 		name: "coupon held by two orders",
 		corrupt: `DROP INDEX ordertimeout.coupon_holds_one_live_order;
 		          INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at) VALUES ('o-paying', 'C-pending', now())`,
 		opts:     withTotals,
-		violated: []string{invariant.Conserved},
+		violated: []string{invariant.Conserved, invariant.ReleasedOnce},
 		mention:  "coupon C-pending is held by 2 orders at once: o-paying, o-pending",
 	}, {
 		name:     "points held drift",

@@ -13,6 +13,12 @@
 // template when the package's tests are done:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// The package is public on purpose, as River ships rivertest: a shop's own
+// tests of code that calls ordertimeout's SQL API get a migrated database per
+// test the same way this repository's tests do. (sidecar/internal/sidecartest,
+// which starts whole sidecars in-process, and tests/internal are test support
+// for this repository only.)
 package pgtest
 
 import (

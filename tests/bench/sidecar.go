@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 // The sidecar as a separate process, as in production: built from
@@ -54,10 +55,8 @@ func (b *bench) sidecarArgs(ctx context.Context, bin, gatewayURL string) []strin
 
 // sidecarProc is the running sidecar.
 type sidecarProc struct {
-	cmd    *exec.Cmd
-	log    string
-	exited chan struct{}
-	err    error
+	*sidecarproc.Process
+	log string
 }
 
 func (b *bench) startSidecar(ctx context.Context, bin string, args []string, dbURL string) (*sidecarProc, error) {
@@ -65,54 +64,26 @@ func (b *bench) startSidecar(ctx context.Context, bin string, args []string, dbU
 	if b.cfg.plotDir != "" {
 		logPath = filepath.Join(b.cfg.plotDir, "steady-sidecar.log")
 	}
-	logFile, err := os.Create(logPath)
+	p, err := sidecarproc.Start(sidecarproc.Command{Name: "sidecar", Bin: bin, Args: args,
+		Env: []string{"DATABASE_URL=" + dbURL}, Log: logPath})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "DATABASE_URL=") {
-			env = append(env, e)
-		}
-	}
-	cmd.Env = append(env, "DATABASE_URL="+dbURL)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start sidecar: %w", err)
-	}
-	p := &sidecarProc{cmd: cmd, log: logPath, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.exited)
-	}()
-	return p, nil
+	return &sidecarProc{Process: p, log: logPath}, nil
 }
 
 // stop sends SIGTERM and waits, killing the sidecar after 15 s.
 func (p *sidecarProc) stop() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("sidecar had exited already: %v (log %s)", p.err, p.log)
-	default:
+	if err := p.Stop(15 * time.Second); err != nil {
+		return fmt.Errorf("%w (log %s)", err, p.log)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("sidecar did not stop within 15 s of SIGTERM: killed (log %s)", p.log)
-	}
+	return nil
 }
 
 // usage reads the peak resident set (VmHWM, kB) and the CPU time (s) of the
 // running process.
 func (p *sidecarProc) usage() (hwmKB int64, cpuS float64) {
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(status), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
@@ -155,8 +126,8 @@ func waitSidecarReady(ctx context.Context, q querier, proc *sidecarProc) error {
 			break
 		}
 		select {
-		case <-proc.exited:
-			return fmt.Errorf("sidecar exited at start: %v (log %s)", proc.err, proc.log)
+		case <-proc.Exited():
+			return fmt.Errorf("sidecar exited at start: %v (log %s)", proc.Err(), proc.log)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):

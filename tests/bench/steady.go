@@ -316,7 +316,7 @@ func (b *bench) steadyOnce(ctx context.Context, bin string, p steadyParams) (ste
 	if err := warmPool(ctx, pool, 2*cfg.steadyConns+2); err != nil {
 		return res, nil, err
 	}
-	cpu := b.startCPU(proc.cmd.Process.Pid, b.redis.pid())
+	cpu := b.startCPU(proc.PID(), b.redis.pid())
 	counts, err := b.produce(ctx, &otDesign{pool: pool}, p)
 	if err != nil {
 		return res, nil, err
@@ -336,8 +336,8 @@ func (b *bench) steadyOnce(ctx context.Context, bin string, p steadyParams) (ste
 	res.OwnCPUS = round2(cpu.own())
 	res.CPUWindowS = round2(cpu.end.all - cpu.start.all)
 	select {
-	case <-proc.exited:
-		return res, nil, fmt.Errorf("sidecar exited during the run: %v (log %s)", proc.err, proc.log)
+	case <-proc.Exited():
+		return res, nil, fmt.Errorf("sidecar exited during the run: %v (log %s)", proc.Err(), proc.log)
 	default:
 	}
 	res.SidecarPeakRSS, res.SidecarCPUS = proc.usage()

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // The gateway misbehaves in three ways, one after the other: down (503),

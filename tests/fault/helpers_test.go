@@ -14,8 +14,8 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // binDir holds the binaries built for this test process; TestMain removes it.
@@ -77,7 +77,7 @@ func newEnv(t *testing.T, db *pgxpool.Pool, url string) *env {
 	e.exec("SELECT ordertimeout.configure(grace => interval '0')")
 
 	out := &sidecarproc.Buffer{}
-	fake, err := sidecarproc.StartFake(t.Context(), e.bin, url, out)
+	fake, err := sidecarproc.StartFake(t.Context(), sidecarproc.FakeConfig{Bin: sidecarproc.FakeBinary(e.bin), DatabaseURL: url, Output: out})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = fake.Kill()

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // kill -9 of the sidecar while its gateway checks are in flight: the checks'

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // skewEnv is the environment variable the skewed binary reads: a Go duration

@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/soak"
 )
 
@@ -63,7 +63,7 @@ func realMain(ctx context.Context, args []string, out io.Writer) error {
 	)
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&bin, "bin", "", "the ordertimeout binary (default: build ./sidecar/cmd/ordertimeout into a temporary directory)")
+	fs.StringVar(&bin, "bin", "", "the ordertimeout binary, with ordertimeout-fakegateway next to it (default: build both into a temporary directory)")
 	fs.DurationVar(&cfg.Duration, "duration", soak.DefaultDuration, "how long to produce orders and inject faults (the drain comes after)")
 	fs.IntVar(&cfg.Rate, "rate", soak.DefaultRate, "orders created per second")
 	fs.Uint64Var(&seed, "seed", 0, "seed of the run's random choices (0: a random seed, printed)")

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/soak"
 )
 

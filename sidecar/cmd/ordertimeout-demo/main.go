@@ -1,6 +1,7 @@
 // Command ordertimeout-demo shows ordertimeout at work in about a minute: it
-// migrates a throwaway database, starts the fake payment gateway and the
-// sidecar (bin/ordertimeout) as child processes, runs a small web shop whose
+// migrates a throwaway database, starts the fake payment gateway
+// (bin/ordertimeout-fakegateway) and the sidecar (bin/ordertimeout) as child
+// processes, runs a small web shop whose
 // buyers pay, walk away, pay late or pay without a callback, shows a progress
 // line while it runs, and prints a report read back from the database,
 // including the money-safety invariants.
@@ -80,6 +81,7 @@ func realMain(ctx context.Context) error {
 	f.Duration(&cfg.Duration, "duration", time.Minute, "how long the shop runs (at least 12s); every deadline scales with it")
 	f.Bool(&cfg.Keep, "keep", false, "after the report, keep the sidecar and the gateway running until Ctrl-C (metrics, River UI, psql)")
 	f.String(&cfg.SidecarBin, "sidecar-bin", defaultSidecarBin(), "the ordertimeout binary (make build)")
+	f.String(&cfg.FakeGatewayBin, "fakegateway-bin", "", "the ordertimeout-fakegateway binary (make build); default: the one next to --sidecar-bin")
 	f.String(&cfg.HTTPAddr, "http", "", "address of the sidecar's HTTP server (metrics, River UI); default: a free port of 127.0.0.1")
 	f.String(&cfg.GatewayAddr, "gateway-listen", "", "address of the fake payment gateway; default: a free port of 127.0.0.1")
 	f.Int(&rate, "rate", 3, "background orders placed per second")

@@ -39,7 +39,6 @@ Subcommands:
   pause        stop every timeout cancel (an incident at the gateway) until resume
   resume       let timeout cancels go on; the backlog drains at once
   reconcile    reconcile a file of the gateway's transactions (CSV, WeChat Pay bill)
-  fakegateway  run a fake payment gateway for tests and demos
   help         print this help
 
 Run 'ordertimeout <subcommand> --help' for the flags of a subcommand.
@@ -68,8 +67,6 @@ func realMain(ctx context.Context, args []string) error {
 		return pauseCmd(ctx, args, false)
 	case "reconcile":
 		return reconcileCmd(ctx, args, os.Stdout)
-	case "fakegateway":
-		return fakegatewayCmd(ctx, args)
 	case "help":
 		fmt.Print(usage)
 		return nil

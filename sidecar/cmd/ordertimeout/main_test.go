@@ -259,7 +259,7 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.ErrorContains(t, realMain(ctx, []string{"run", "--database-url", url, "--gateway-url", "http://127.0.0.1:1", "--gateway-rate", "-1"}),
 		"must not be negative")
 	require.ErrorContains(t, realMain(ctx, []string{"nonsense"}), "unknown subcommand")
-	for _, cmd := range []string{"run", "status", "pause", "resume", "reconcile", "fakegateway"} {
+	for _, cmd := range []string{"run", "status", "pause", "resume", "reconcile"} {
 		require.ErrorIs(t, realMain(ctx, []string{cmd, "--help"}), flag.ErrHelp)
 	}
 	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")

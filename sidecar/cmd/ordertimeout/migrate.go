@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
-	"github.com/ordertimeout/ordertimeout/sidecar/internal/migration"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/migrator"
 )
 
 const migrateDescription = `
@@ -62,7 +62,7 @@ func migrateCmd(ctx context.Context, args []string) error {
 		return err
 	}
 
-	m, err := migration.Open(databaseURL, logger)
+	m, err := migrator.Open(databaseURL, logger)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func migrateCmd(ctx context.Context, args []string) error {
 	}
 }
 
-func printVersion(m *migration.Migrator, changed bool) error {
+func printVersion(m *migrator.Migrator, changed bool) error {
 	v, dirty, err := m.Version()
 	if err != nil {
 		return err

@@ -43,9 +43,6 @@ func New(name, usage, description string) *FlagSet {
 	return f
 }
 
-// SetOutput sets where usage and errors are printed (default stderr).
-func (f *FlagSet) SetOutput(w io.Writer) { f.fs.SetOutput(w) }
-
 func (f *FlagSet) register(name string, envVars []string) {
 	if len(envVars) == 0 {
 		envVars = []string{EnvName(name)}

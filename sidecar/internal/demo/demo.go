@@ -17,15 +17,20 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 // intro says what is about to happen; its verbs take the run's length and
@@ -57,9 +62,13 @@ type Config struct {
 	// required; use a throwaway database.
 	DatabaseURL string
 
-	// SidecarBin is the ordertimeout binary: it migrates the database, runs
-	// the sidecar and the fake gateway. It is required.
+	// SidecarBin is the ordertimeout binary: it migrates the database and
+	// runs the sidecar. It is required.
 	SidecarBin string
+
+	// FakeGatewayBin is the ordertimeout-fakegateway binary. If empty, the
+	// one next to SidecarBin (as make build puts them).
+	FakeGatewayBin string
 
 	// Duration is how long the shop runs. If zero, one minute.
 	Duration time.Duration
@@ -114,7 +123,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer db.Close()
 	s := &shop{
 		db:     db,
-		gw:     &gatewayControl{base: "http://" + cfg.GatewayAddr, client: &http.Client{Timeout: 15 * time.Second}},
 		timing: timing,
 		rate:   cfg.Rate,
 		scale:  max(1, int64(timing.produceFor/(35*time.Second))),
@@ -129,18 +137,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	gw, sidecar, err := startChildren(ctx, cfg, env)
 	// Stopped in reverse order: the sidecar first, then the gateway it asks.
 	if gw != nil {
-		defer stopChild(cfg.Stderr, gw)
+		defer stopChild(cfg.Stderr, gw.Process)
 	}
 	if sidecar != nil {
-		defer stopChild(cfg.Stderr, sidecar)
+		defer stopChild(cfg.Stderr, sidecar.Process)
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.gw = gw
 
 	start := time.Now()
 	stories := newStories(timing)
-	if err := runShop(ctx, cfg, s, stories, gw, sidecar); err != nil {
+	if err := runShop(ctx, cfg, s, stories, gw.Process, sidecar.Process); err != nil {
 		return nil, err
 	}
 	result, err := collect(ctx, db, s, stories, time.Since(start))
@@ -158,36 +167,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // startChildren starts the fake gateway and then the sidecar, each once the
 // one before answers HTTP. It returns those it started, also on error.
-func startChildren(ctx context.Context, cfg Config, env []string) (gw, sidecar *process, err error) {
+func startChildren(ctx context.Context, cfg Config, env []string) (gw *sidecarproc.Fake, sc *sidecarproc.Sidecar, err error) {
 	// The gateway calls back into the database as the shop's payment callback
 	// handler would (its events name actor "gateway:fake").
-	gw, err = startProcess("fakegateway", cfg.SidecarBin,
-		[]string{"fakegateway", "--listen", cfg.GatewayAddr, "--database-url", cfg.DatabaseURL}, env, cfg.LogDir)
+	gw, err = sidecarproc.StartFake(ctx, sidecarproc.FakeConfig{Bin: cfg.FakeGatewayBin, DatabaseURL: cfg.DatabaseURL,
+		Addr: cfg.GatewayAddr, Log: filepath.Join(cfg.LogDir, "fakegateway.log"), OwnGroup: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := gw.waitReady(ctx, "http://"+cfg.GatewayAddr+"/_fake/stats"); err != nil {
-		return gw, nil, err
-	}
-	sidecar, err = startProcess("sidecar", cfg.SidecarBin,
-		[]string{"run", "--name", "demo", "--http", cfg.HTTPAddr, "--gateway-url", "http://" + cfg.GatewayAddr,
-			// Reconcile with the gateway's records twice per order window.
-			"--reconcile-every", (newTiming(cfg.Duration).timeout / 2).String()},
-		env, cfg.LogDir)
+	sc, err = sidecarproc.StartSidecar(ctx, sidecarproc.SidecarConfig{
+		Bin: cfg.SidecarBin, DatabaseURL: cfg.DatabaseURL, GatewayURL: gw.URL, Name: "demo", HTTPAddr: cfg.HTTPAddr,
+		// Reconcile with the gateway's records twice per order window.
+		Flags: []string{"--reconcile-every", (newTiming(cfg.Duration).timeout / 2).String()},
+		Env:   env, Log: filepath.Join(cfg.LogDir, "sidecar.log"), OwnGroup: true,
+	})
 	if err != nil {
 		return gw, nil, err
 	}
-	if err := sidecar.waitReady(ctx, "http://"+cfg.HTTPAddr+"/readyz"); err != nil {
-		return gw, sidecar, err
-	}
 	fmt.Fprintf(cfg.Stderr, "demo: fake gateway on %s, sidecar on %s; the shop opens\n", cfg.GatewayAddr, cfg.HTTPAddr)
-	return gw, sidecar, nil
+	return gw, sc, nil
 }
 
 // runShop runs the shop with the progress line following the database, then
 // waits for the last orders to settle. A child process that dies ends it
 // with an error.
-func runShop(ctx context.Context, cfg Config, s *shop, stories []*story, children ...*process) error {
+func runShop(ctx context.Context, cfg Config, s *shop, stories []*story, children ...*sidecarproc.Process) error {
 	start := time.Now()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -215,7 +219,7 @@ func runShop(ctx context.Context, cfg Config, s *shop, stories []*story, childre
 
 // keepRunning leaves the sidecar and the gateway running until ctx ends, and
 // says where to look meanwhile.
-func keepRunning(ctx context.Context, cfg Config, gw, sidecar *process) {
+func keepRunning(ctx context.Context, cfg Config, gw *sidecarproc.Fake, sidecar *sidecarproc.Sidecar) {
 	w := cfg.Stdout
 	fmt.Fprintf(w, "\nThe sidecar and the fake gateway keep running; Ctrl-C stops them (and drops a throwaway database).\n")
 	fmt.Fprintf(w, "  metrics   http://%s/metrics\n", cfg.HTTPAddr)
@@ -225,10 +229,10 @@ func keepRunning(ctx context.Context, cfg Config, gw, sidecar *process) {
 	fmt.Fprintf(w, "            SELECT * FROM ordertimeout.order_events('%s');\n", StoryLateSold)
 	select {
 	case <-ctx.Done():
-	case <-gw.exited:
-		fmt.Fprintf(cfg.Stderr, "demo: the fake gateway exited: %v\n", gw.err)
-	case <-sidecar.exited:
-		fmt.Fprintf(cfg.Stderr, "demo: the sidecar exited: %v\n", sidecar.err)
+	case <-gw.Exited():
+		fmt.Fprintf(cfg.Stderr, "demo: the fake gateway exited: %v\n", gw.Err())
+	case <-sidecar.Exited():
+		fmt.Fprintf(cfg.Stderr, "demo: the sidecar exited: %v\n", sidecar.Err())
 	}
 }
 
@@ -241,6 +245,12 @@ func (cfg *Config) setDefaults() error {
 	}
 	if _, err := os.Stat(cfg.SidecarBin); err != nil {
 		return fmt.Errorf("the sidecar binary: %w (make build puts it in bin/ordertimeout)", err)
+	}
+	if cfg.FakeGatewayBin == "" {
+		cfg.FakeGatewayBin = sidecarproc.FakeBinary(cfg.SidecarBin)
+	}
+	if _, err := os.Stat(cfg.FakeGatewayBin); err != nil {
+		return fmt.Errorf("the fake gateway binary: %w (make build puts it in bin/ordertimeout-fakegateway)", err)
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = time.Minute
@@ -262,7 +272,7 @@ func (cfg *Config) setDefaults() error {
 	}
 	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GatewayAddr} {
 		if *addr == "" {
-			a, err := freeAddr()
+			a, err := sidecarproc.FreeAddr()
 			if err != nil {
 				return err
 			}
@@ -297,12 +307,12 @@ func connect(ctx context.Context, databaseURL, actor string) (*pgxpool.Pool, err
 }
 
 // watch ends the run when a child process exits before it should.
-func watch(ctx context.Context, stop context.CancelCauseFunc, procs ...*process) {
-	exited := make(chan *process, len(procs))
+func watch(ctx context.Context, stop context.CancelCauseFunc, procs ...*sidecarproc.Process) {
+	exited := make(chan *sidecarproc.Process, len(procs))
 	for _, p := range procs {
 		go func() {
 			select {
-			case <-p.exited:
+			case <-p.Exited():
 				exited <- p
 			case <-ctx.Done():
 			}
@@ -310,7 +320,7 @@ func watch(ctx context.Context, stop context.CancelCauseFunc, procs ...*process)
 	}
 	select {
 	case p := <-exited:
-		stop(fmt.Errorf("%s exited during the run (%v); its log:\n%s", p.name, p.err, tail(p.logPath, 20)))
+		stop(fmt.Errorf("%s exited during the run (%v); its log:\n%s", p.Name, p.Err(), sidecarproc.Tail(p.Log(), 20)))
 	case <-ctx.Done():
 	}
 }
@@ -333,8 +343,31 @@ func settle(ctx context.Context, db *pgxpool.Pool, deadline time.Time) error {
 }
 
 // stopChild stops p, saying so if it did not stop cleanly.
-func stopChild(w io.Writer, p *process) {
-	if err := p.stop(); err != nil {
+func stopChild(w io.Writer, p *sidecarproc.Process) {
+	if err := p.Stop(stopTimeout); err != nil {
 		fmt.Fprintf(w, "demo: %v\n", err)
 	}
+}
+
+// stopTimeout is how long a child has to exit after SIGTERM before it is
+// killed.
+const stopTimeout = 20 * time.Second
+
+// runOnce runs bin with args to completion, its output in logDir/name.log,
+// and returns the end of that log with the error if it fails.
+func runOnce(ctx context.Context, name, bin string, args, env []string, logDir string) error {
+	logPath := filepath.Join(logDir, name+".log")
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	if werr := os.WriteFile(logPath, out.Bytes(), 0o644); werr != nil && err == nil {
+		return fmt.Errorf("%s: write log: %w", name, werr)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, sidecarproc.Tail(logPath, 20))
+	}
+	return nil
 }

@@ -3,8 +3,6 @@ package demo_test
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/demo"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -100,14 +99,13 @@ FROM ordertimeout.orders`).Scan(&paid, &cancelled))
 	require.Positive(t, cancelled, "background orders are cancelled")
 }
 
-// buildSidecar builds the ordertimeout binary into a temporary directory, or
-// skips the test when it does not build.
+// buildSidecar builds the ordertimeout and ordertimeout-fakegateway binaries
+// into a temporary directory, or skips the test when they do not build.
 func buildSidecar(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ordertimeout")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ordertimeout/ordertimeout/sidecar/cmd/ordertimeout").CombinedOutput()
+	bin, err := sidecarproc.Build(t.Context(), t.TempDir())
 	if err != nil {
-		t.Skipf("the sidecar does not build (yet): %v\n%s", err, out)
+		t.Skipf("the binaries do not build (yet): %v", err)
 	}
 	return bin
 }

@@ -148,7 +148,7 @@ FROM (SELECT coalesce(resolution, 'open') AS resolution, count(*) AS n
 		return nil, fmt.Errorf("read conflicts: %w", err)
 	}
 
-	if r.Gateway, err = s.gw.stats(ctx); err != nil {
+	if r.Gateway, err = s.gw.Stats(ctx); err != nil {
 		return nil, err
 	}
 

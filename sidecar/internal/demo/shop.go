@@ -1,15 +1,11 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +14,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 // timing is the demo's clock: every deadline is a fraction of the run, so a
@@ -94,7 +91,7 @@ type order struct {
 // gateway through its control API, as the buyer's browser would.
 type shop struct {
 	db     *pgxpool.Pool
-	gw     *gatewayControl
+	gw     *sidecarproc.Fake
 	timing timing
 	rate   float64 // background orders per second
 	scale  int64   // stock multiplier for runs longer than a minute
@@ -294,14 +291,14 @@ func (s *shop) pay(ctx context.Context, o order, behaviour string) error {
 	if _, err := s.db.Exec(ctx, "SELECT ordertimeout.begin_payment($1, $2)", o.id, paymentID); err != nil {
 		return fmt.Errorf("begin payment: %w", err)
 	}
-	return s.gw.set(ctx, o.id, fakegateway.Behaviour{Behaviour: behaviour, PaymentID: paymentID, Amount: o.amount})
+	return s.gw.SetOrder(ctx, o.id, fakegateway.Behaviour{Behaviour: behaviour, PaymentID: paymentID, Amount: o.amount})
 }
 
 // payLate is a bank transfer that lands at the gateway at the given moment,
 // after the order's deadline. It never went through begin_payment: the shop
 // learns of it only from the gateway's callback.
 func (s *shop) payLate(ctx context.Context, o order, at time.Time) error {
-	return s.gw.set(ctx, o.id, fakegateway.Behaviour{
+	return s.gw.SetOrder(ctx, o.id, fakegateway.Behaviour{
 		Behaviour: fakegateway.Late,
 		DelayMS:   int(time.Until(at).Milliseconds()),
 		PaymentID: "transfer-" + o.id,
@@ -387,55 +384,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func hasCode(err error, code string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == code
-}
-
-// gatewayControl drives the fake gateway's control API (package
-// fakegateway): it plays the buyer at the gateway.
-type gatewayControl struct {
-	base   string // http://host:port
-	client *http.Client
-}
-
-// set tells the gateway how to treat an order (POST /_fake/orders/{id}).
-func (g *gatewayControl) set(ctx context.Context, orderID string, b fakegateway.Behaviour) error {
-	body, err := json.Marshal(b)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/_fake/orders/"+orderID, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("fake gateway: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("fake gateway: %s %s: %s", b.Behaviour, resp.Status, strings.TrimSpace(string(msg)))
-	}
-	return nil
-}
-
-// stats returns the gateway's counters (GET /_fake/stats).
-func (g *gatewayControl) stats(ctx context.Context) (fakegateway.Stats, error) {
-	var st fakegateway.Stats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/_fake/stats", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := g.client.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("fake gateway stats: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("fake gateway stats: %s", resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("fake gateway stats: %w", err)
-	}
-	return st, nil
 }

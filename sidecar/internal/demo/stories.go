@@ -149,7 +149,7 @@ func newStories(t timing) []*story {
 				}
 				// No begin_payment, no callback: only the gateway's records
 				// know. The sidecar's reconciliation reads them.
-				return s.gw.set(ctx, o.id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "wx-" + o.id, Amount: o.amount})
+				return s.gw.SetOrder(ctx, o.id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: "wx-" + o.id, Amount: o.amount})
 			},
 			verify: verifyQR,
 		},

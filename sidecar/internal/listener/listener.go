@@ -27,8 +27,11 @@ const (
 	DefaultBacklog        = 10000
 )
 
-// Listener inserts a resolve job for every conflict that needs the sidecar,
-// each time it is woken up. Create it with its fields set, then call Listen.
+// Listener holds the sidecar's one LISTEN connection. On ConflictChannel it
+// inserts a resolve job for every conflict that needs the sidecar, each time
+// it is woken up; the handlers given to Handle serve more channels on the
+// same connection (the sweep's wake-ups). Create it with its fields set, add
+// handlers, then call Listen.
 type Listener struct {
 	// Connect opens the connection that LISTENs. The Listener closes it.
 	// It is required.
@@ -56,6 +59,8 @@ type Listener struct {
 	// Logger logs errors and backlogs. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
+	handlers map[string]pgxlisten.Handler
+
 	notified, backlogged, connects, scans atomic.Int64
 
 	// wake asks the scanning goroutine for a scan; capacity 1, so a burst
@@ -63,11 +68,23 @@ type Listener struct {
 	wake chan struct{}
 }
 
+// Handle sets the handler of the notifications on channel, which is not
+// ConflictChannel. Call it before Listen. The handler runs on the listening
+// connection, one notification at a time, so it must return at once; if it
+// is also a pgxlisten.BacklogHandler, it runs after each LISTEN on channel,
+// also after a reconnect.
+func (l *Listener) Handle(channel string, h pgxlisten.Handler) {
+	if l.handlers == nil {
+		l.handlers = map[string]pgxlisten.Handler{}
+	}
+	l.handlers[channel] = h
+}
+
 // Stats are a Listener's counters.
 type Stats struct {
 	Notifications int64 // NOTIFYs received (wake-ups, coalesced into scans)
 	Backlog       int64 // jobs inserted (or found present) by scans
-	Connects      int64 // LISTENs established
+	Connects      int64 // connections established (each LISTENs on every channel)
 	Scans         int64 // scans of the conflicts table that succeeded
 }
 
@@ -77,11 +94,15 @@ func (l *Listener) Stats() Stats {
 		Scans: l.scans.Load()}
 }
 
-// Listen listens until ctx is done, reconnecting whenever the connection is
-// lost, and returns nil then.
+// Listen listens on ConflictChannel and the channels of Handle until ctx is
+// done, on one connection, reconnecting whenever the connection is lost, and
+// returns nil then.
 func (l *Listener) Listen(ctx context.Context) error {
 	if l.Connect == nil || l.River == nil || l.Pool == nil {
 		return errors.New("listener: Connect, River and Pool are required")
+	}
+	if _, ok := l.handlers[ConflictChannel]; ok {
+		return fmt.Errorf("listener: channel %s is the listener's own", ConflictChannel)
 	}
 	l.wake = make(chan struct{}, 1)
 	delay := l.ReconnectDelay
@@ -92,19 +113,22 @@ func (l *Listener) Listen(ctx context.Context) error {
 		Connect: l.Connect,
 		LogError: func(ctx context.Context, err error) {
 			if ctx.Err() == nil {
-				l.logger().Warn("listen for conflicts", "channel", ConflictChannel, "error", err)
+				l.logger().Warn("listen for notifications", "error", err)
 			}
 		},
 		ReconnectDelay: delay,
 	}
 	// Every handler is registered before Listen.
 	pl.Handle(ConflictChannel, handler{l})
+	for channel, h := range l.handlers {
+		pl.Handle(channel, h)
+	}
 	go l.scanLoop(ctx)
 	err := pl.Listen(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
-	return fmt.Errorf("listen for conflicts: %w", err)
+	return fmt.Errorf("listen for notifications: %w", err)
 }
 
 type handler struct{ l *Listener }

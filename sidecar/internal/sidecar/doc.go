@@ -1,8 +1,9 @@
 // Package sidecar assembles one running sidecar: a pgx pool whose sessions
 // name the sidecar (ordertimeout.actor = "sidecar:<name>"), the cancel sweep
 // (package sweep), a River client serving queue "ordertimeout" with the
-// workers of package worker, the conflict listener (package listener), the
-// database statistics poller and the HTTP server (packages metrics, server).
+// workers of package worker, the listener (package listener: one LISTEN
+// connection for the conflicts and the sweep's wake-ups), the database
+// statistics poller and the HTTP server (packages metrics, server).
 //
 // Run starts them and, when its context ends, stops them in order: the sweep
 // stops claiming (a sweep in flight commits), the listener closes, River stops
@@ -10,4 +11,9 @@
 // them (the workers hand an interrupted job back with river.JobSnooze(0)),
 // and the HTTP server closes. Nothing is lost at any point: every piece of
 // work is a row that another sidecar, or this one restarted, picks up.
+//
+// Files: config.go is Config, its defaults and its validation; sidecar.go is
+// New (the pool) and Run; build.go builds the gateway driver and the River
+// client with its workers; listen.go the listener and the sweep it wakes;
+// http.go the HTTP server with River's UI and the console.
 package sidecar

@@ -319,9 +319,9 @@ func TestLatePaymentResolvedOnce(t *testing.T) {
 
 		listenerPID := func() int64 {
 			return sidecartest.Int(t, e.db, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			   WHERE datname = current_database() AND application_name = $1`, sidecar.ConflictListenerName)
+			   WHERE datname = current_database() AND application_name = $1`, sidecar.ListenerName)
 		}
-		sidecartest.Eventually(t, 10*time.Second, "the conflict listener", func() (bool, error) { return listenerPID() != 0, nil })
+		sidecartest.Eventually(t, 10*time.Second, "the listener", func() (bool, error) { return listenerPID() != 0, nil })
 		require.EqualValues(t, 1, s.Listener().Stats().Connects)
 		sidecartest.Exec(t, e.db, "SELECT pg_terminate_backend($1)", listenerPID())
 		sidecartest.Eventually(t, 5*time.Second, "the listener gone", func() (bool, error) { return listenerPID() == 0, nil })
@@ -344,6 +344,55 @@ func TestLatePaymentResolvedOnce(t *testing.T) {
 		require.Equal(t, 1, e.fake.Stats().Refunds)
 		require.Equal(t, 1, e.fake.Order("B1").Refunds)
 	})
+}
+
+// One connection LISTENs for the sidecar on both channels: a NOTIFY on
+// ordertimeout_wake reaches the sweep and one on ordertimeout_conflict the
+// conflict scan, before and after that connection is cut.
+func TestOneListenConnectionServesBothChannels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	cfg := e.config("s1")
+	cfg.ListenReconnect = 100 * time.Millisecond
+	s, _ := sidecartest.Start(t, cfg)
+
+	listenerPID := func() int64 {
+		return sidecartest.Int(t, e.db, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+		   WHERE datname = current_database() AND application_name = $1`, sidecar.ListenerName)
+	}
+	// Every connection the sidecar opens outside its pool is named
+	// ordertimeout-listen...: one of them.
+	listeners := func() int64 {
+		return sidecartest.Int(t, e.db, `SELECT count(*) FROM pg_stat_activity
+		   WHERE datname = current_database() AND application_name LIKE 'ordertimeout-listen%'`)
+	}
+	bothHeard := func(what string) {
+		t.Helper()
+		// Sent again at every poll: the connection counts as up once it
+		// LISTENs on one channel, and a NOTIFY before the LISTEN on the
+		// other is not delivered.
+		wakeups, notifications := s.Sweeper().Stats().Wakeups, s.Listener().Stats().Notifications
+		sidecartest.Eventually(t, 10*time.Second, what, func() (bool, error) {
+			sidecartest.Exec(t, e.db, "SELECT pg_notify('ordertimeout_wake', '')")
+			sidecartest.Exec(t, e.db, "SELECT pg_notify('ordertimeout_conflict', '')")
+			return s.Sweeper().Stats().Wakeups > wakeups && s.Listener().Stats().Notifications > notifications, nil
+		})
+	}
+
+	sidecartest.Eventually(t, 10*time.Second, "the listener", func() (bool, error) {
+		return s.Listener().Stats().Connects == 1 && listenerPID() != 0, nil
+	})
+	require.EqualValues(t, 1, listeners())
+	bothHeard("both NOTIFYs heard on the one connection")
+
+	first := listenerPID()
+	sidecartest.Exec(t, e.db, "SELECT pg_terminate_backend($1)", first)
+	sidecartest.Eventually(t, 10*time.Second, "the listener back on a new connection", func() (bool, error) {
+		pid := listenerPID()
+		return pid != 0 && pid != first && s.Listener().Stats().Connects == 2, nil
+	})
+	require.EqualValues(t, 1, listeners())
+	bothHeard("both NOTIFYs heard after the reconnect")
 }
 
 // Two sidecars with their own pools drain 20,000 due orders: every order is

@@ -21,10 +21,9 @@ const WakeChannel = "ordertimeout_wake"
 
 // Defaults of a Sweeper.
 const (
-	DefaultBatch          = 1000
-	DefaultSessions       = 2
-	DefaultMaxSleep       = time.Second
-	DefaultReconnectDelay = 2 * time.Second
+	DefaultBatch    = 1000
+	DefaultSessions = 2
+	DefaultMaxSleep = time.Second
 )
 
 const (
@@ -71,16 +70,13 @@ type Stats struct {
 }
 
 // Sweeper calls ordertimeout.sweep_due until nothing is due, then sleeps until
-// the next deadline or a wake-up. Create it with its fields set, then call
-// Run.
+// the next deadline or a wake-up. Create it with its fields set, register
+// WakeHandler on the pgxlisten.Listener that should deliver its wake-ups
+// (the sidecar's one LISTEN connection, package listener), then call Run.
 type Sweeper struct {
 	// Pool runs sweep_due and plan_sleep. It is required. Its connections
 	// should set ordertimeout.actor so that events name this sidecar.
 	Pool *pgxpool.Pool
-
-	// Connect opens the dedicated connection that LISTENs on WakeChannel.
-	// If nil, a new connection with the configuration of Pool is opened.
-	Connect func(ctx context.Context) (*pgx.Conn, error)
 
 	// Batch is the most orders one sweep_due call claims. If zero,
 	// DefaultBatch is used.
@@ -95,18 +91,14 @@ type Sweeper struct {
 	// DefaultMaxSleep is used.
 	MaxSleep time.Duration
 
-	// ReconnectDelay is how long to wait before listening again after the
-	// LISTEN connection was lost. If zero, DefaultReconnectDelay is used.
-	ReconnectDelay time.Duration
-
 	// Logger logs errors and drains. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
 	batches, claimed, cancelled, caught, checks, moot atomic.Int64
 	retries, errors, wakeups                          atomic.Int64
-	lastLoop                                          atomic.Int64 // unix nanos of the loop's last turn
 
-	wake chan struct{}
+	wakeOnce sync.Once
+	wake     chan struct{}
 }
 
 // Stats returns the sweeper's counters.
@@ -124,15 +116,6 @@ func (s *Sweeper) Stats() Stats {
 	}
 }
 
-// LastLoop returns when the sweep loop last turned (zero before Run).
-func (s *Sweeper) LastLoop() time.Time {
-	n := s.lastLoop.Load()
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
-}
-
 // Run sweeps until ctx is done, then returns nil once the sweeps in flight
 // have committed or rolled back. It returns an error only for a
 // misconfiguration.
@@ -140,27 +123,12 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	if s.Pool == nil {
 		return errors.New("sweep: Pool is required")
 	}
-	s.wake = make(chan struct{}, 1)
 	logger := s.logger()
-
-	listenCtx, stopListen := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.listen(listenCtx)
-	}()
-	defer func() {
-		stopListen()
-		wg.Wait()
-	}()
-
 	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
 	for ctx.Err() == nil {
-		s.lastLoop.Store(time.Now().UnixNano())
 		// A wake-up that came before this sweep is answered by it.
 		select {
-		case <-s.wake:
+		case <-s.wakeup():
 		default:
 		}
 
@@ -269,32 +237,16 @@ func (s *Sweeper) pause(ctx context.Context, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.wake:
+	case <-s.wakeup():
 	case <-ctx.Done():
 	}
 }
 
-// listen keeps a LISTEN on WakeChannel until ctx is done, reconnecting when
-// the connection is lost. Right after each (re)connect it wakes the loop: a
-// wake-up may have been sent while nobody listened.
-func (s *Sweeper) listen(ctx context.Context) {
-	connect := s.Connect
-	if connect == nil {
-		config := s.Pool.Config().ConnConfig.Copy()
-		connect = func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, config) }
-	}
-	l := &pgxlisten.Listener{
-		Connect: connect,
-		LogError: func(ctx context.Context, err error) {
-			if ctx.Err() == nil {
-				s.logger().Warn("listen for sweep wake-ups", "channel", WakeChannel, "error", err)
-			}
-		},
-		ReconnectDelay: s.reconnectDelay(),
-	}
-	l.Handle(WakeChannel, wakeHandler{s})
-	_ = l.Listen(ctx) // returns only when ctx is done
-}
+// WakeHandler returns the handler of NOTIFYs on WakeChannel: each wakes the
+// sweep loop, as does each (re)connect of the listener (a wake-up may have
+// been sent while nobody listened). Without it, the sweeper still sweeps at
+// least every MaxSleep.
+func (s *Sweeper) WakeHandler() pgxlisten.Handler { return wakeHandler{s} }
 
 type wakeHandler struct{ s *Sweeper }
 
@@ -314,9 +266,16 @@ func (h wakeHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
 
 func (s *Sweeper) signal() {
 	select {
-	case s.wake <- struct{}{}:
+	case s.wakeup() <- struct{}{}:
 	default:
 	}
+}
+
+// wakeup returns the channel of wake-ups; capacity 1, so a burst of them
+// makes one sweep.
+func (s *Sweeper) wakeup() chan struct{} {
+	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
+	return s.wake
 }
 
 func retryable(err error) bool {
@@ -343,13 +302,6 @@ func (s *Sweeper) maxSleep() time.Duration {
 		return s.MaxSleep
 	}
 	return DefaultMaxSleep
-}
-
-func (s *Sweeper) reconnectDelay() time.Duration {
-	if s.ReconnectDelay > 0 {
-		return s.ReconnectDelay
-	}
-	return DefaultReconnectDelay
 }
 
 func (s *Sweeper) logger() *slog.Logger {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
@@ -24,6 +27,28 @@ func run(t *testing.T, s *sweep.Sweeper) {
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
+	})
+}
+
+// listen delivers the wake-ups of s over a LISTEN connection of its own
+// until the test ends, as the sidecar's listener does.
+func listen(t *testing.T, db *pgxpool.Pool, s *sweep.Sweeper) {
+	t.Helper()
+	config := db.Config().ConnConfig
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, config.Copy()) },
+		ReconnectDelay: 100 * time.Millisecond,
+	}
+	l.Handle(sweep.WakeChannel, s.WakeHandler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = l.Listen(ctx) // returns only when ctx ends
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
 	})
 }
 
@@ -57,6 +82,7 @@ func TestSweeperWakesOnNotify(t *testing.T) {
 	sidecartest.Setup(t, db)
 
 	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
+	listen(t, db, s)
 	run(t, s)
 	// The sweeper has planned its sleep (an hour away) once wake_at is set.
 	sidecartest.Eventually(t, 10*time.Second, "the sweeper to plan its sleep", func() (bool, error) {
@@ -78,7 +104,7 @@ func TestSweeperWakesOnNotify(t *testing.T) {
 	require.Less(t, lateness, 2*time.Second, "cancelled %s late", lateness)
 }
 
-// When its LISTEN connection is killed, the sweeper reconnects; a wake-up
+// When its LISTEN connection is killed, the listener reconnects; a wake-up
 // sent meanwhile is made up for by the sweep right after the reconnect, and
 // the max-sleep cap bounds the delay in any case.
 func TestSweeperSurvivesLostListenConnection(t *testing.T) {
@@ -86,7 +112,8 @@ func TestSweeperSurvivesLostListenConnection(t *testing.T) {
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
 
-	s := &sweep.Sweeper{Pool: db, MaxSleep: 2 * time.Second, ReconnectDelay: 100 * time.Millisecond, Logger: sidecartest.Logger()}
+	s := &sweep.Sweeper{Pool: db, MaxSleep: 2 * time.Second, Logger: sidecartest.Logger()}
+	listen(t, db, s)
 	run(t, s)
 	listening := func() int64 {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'")

@@ -1,12 +1,13 @@
 // Package dbstate reads every row of ordertimeout's tables in one snapshot and
-// checks the money-safety invariants of docs/design.md over them in Go.
+// checks in Go what the SQL probes of sidecar/invariant cannot see.
 //
-// It is an oracle of its own, written apart from the SQL probes of
-// sidecar/invariant (the tests run both: two independent checks of the same
-// rules catch more than one). It also checks what only a full read can: that
-// the event log of every order is a legal path of the state machine ending in
-// the order's status, that an order was cancelled at most once and released
-// with the cause of its cancel, and that points balances add up.
+// The money-safety invariants of docs/design.md have one checker,
+// invariant.Check; State.Violations adds what only a full read can check:
+// that the event log of every order is a legal path of the state machine
+// ending in the order's status, that an order was cancelled at most once and
+// released with the cause of its cancel, that each conflict's events match
+// its resolution, and that points balances add up to what was put. The model
+// and restart tests run both on the same final state.
 //
 // Load reads the whole database, so it is for test databases of up to some
 // hundred thousand orders.

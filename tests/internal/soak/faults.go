@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // Kind is a kind of fault.
@@ -186,8 +186,8 @@ func (r *run) inject(ctx context.Context, rng *rand.Rand, f *FaultRecord) string
 		err := r.mon.QueryRow(undo, `
 			SELECT count(pg_terminate_backend(pid))
 			FROM pg_stat_activity
-			WHERE application_name = $1 OR application_name IN ($2, $3)`,
-			sidecarproc.PoolApplicationName(s.name), sidecarproc.WakeListenerName, sidecarproc.ConflictListenerName).Scan(&n)
+			WHERE application_name IN ($1, $2)`,
+			sidecarproc.PoolApplicationName(s.name), sidecarproc.ListenerName).Scan(&n)
 		if err != nil {
 			return fmt.Sprintf("terminate connections of %s FAILED: %v", s.name, err)
 		}

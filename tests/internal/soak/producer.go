@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // scenario is what the buyer of an order does.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // LagStats summarizes the lateness of timeout cancels (cancelled_at -

@@ -35,8 +35,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
-	"github.com/ordertimeout/ordertimeout/tests/internal/sidecarproc"
 )
 
 // Defaults of a Config.
@@ -58,7 +58,8 @@ const (
 // Config configures a Run. Bin is required; every zero field means its
 // default.
 type Config struct {
-	// Bin is the ordertimeout binary. It is required.
+	// Bin is the ordertimeout binary, with ordertimeout-fakegateway next to
+	// it (sidecarproc.FakeBinary). It is required.
 	Bin string
 
 	// Duration is how long orders are produced and faults injected; the
@@ -290,7 +291,8 @@ func (r *run) setUp(ctx context.Context) error {
 	if r.fakeLog, err = os.Create(filepath.Join(r.logDir, "fakegateway.log")); err != nil {
 		return fmt.Errorf("soak: %w", err)
 	}
-	if r.fake, err = sidecarproc.StartFake(ctx, r.cfg.Bin, c.URL(), r.fakeLog, "--log-level", "warn"); err != nil {
+	if r.fake, err = sidecarproc.StartFake(ctx, sidecarproc.FakeConfig{Bin: sidecarproc.FakeBinary(r.cfg.Bin), DatabaseURL: c.URL(),
+		Output: r.fakeLog, Flags: []string{"--log-level", "warn"}}); err != nil {
 		return fmt.Errorf("soak: %w", err)
 	}
 	for i := range r.cfg.Sidecars {

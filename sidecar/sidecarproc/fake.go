@@ -9,39 +9,29 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 )
 
-// Behaviours of the fake gateway (see `ordertimeout fakegateway --help`).
+// Behaviours of the fake gateway (see `ordertimeout-fakegateway --help`).
 const (
-	Instant = "instant" // paid at once; the callback confirms at once
-	Late    = "late"    // paid after DelayMS; then the callback confirms
-	Silent  = "silent"  // paid at once; no callback
-	Decline = "decline" // failed; the callback fails the payment
-	Down    = "down"    // answers 503
-	Slow    = "slow"    // answers after DelayMS
-	Normal  = "normal"  // the whole gateway behaves
+	Instant = fakegateway.Instant // paid at once; the callback confirms at once
+	Late    = fakegateway.Late    // paid after DelayMS; then the callback confirms
+	Silent  = fakegateway.Silent  // paid at once; no callback
+	Decline = fakegateway.Decline // failed; the callback fails the payment
+	Down    = fakegateway.Down    // answers 503
+	Slow    = fakegateway.Slow    // answers after DelayMS
+	Normal  = fakegateway.Normal  // the whole gateway behaves
 )
 
 // Behaviour is the body of the fake's POST /_fake/orders/{order_id} and POST
 // /_fake/gateway.
-type Behaviour struct {
-	Behaviour string `json:"behaviour"`
-	DelayMS   int    `json:"delay_ms,omitempty"`
-	PaymentID string `json:"payment_id,omitempty"`
-	Amount    string `json:"amount,omitempty"`
-}
+type Behaviour = fakegateway.Behaviour
 
 // FakeStats are the fake's counters (GET /_fake/stats).
-type FakeStats struct {
-	Queries        int `json:"queries"`
-	Closes         int `json:"closes"`
-	Refunds        int `json:"refunds"`
-	RefundRequests int `json:"refund_requests"`
-	Callbacks      int `json:"callbacks"`
-	CallbackErrors int `json:"callback_errors"`
-}
+type FakeStats = fakegateway.Stats
 
-// Fake is a running `ordertimeout fakegateway` process.
+// Fake is a running ordertimeout-fakegateway process.
 type Fake struct {
 	*Process
 	// URL is the gateway's base URL, for the sidecars' --gateway-url.
@@ -49,24 +39,39 @@ type Fake struct {
 	client *http.Client
 }
 
-// StartFake starts the fake gateway on a free port of 127.0.0.1, calling
-// payment callbacks into databaseURL (empty: no callbacks), with extra flags
-// (e.g. "--log-level", "warn"), and returns once it answers.
-func StartFake(ctx context.Context, bin, databaseURL string, out io.Writer, flags ...string) (*Fake, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
+// FakeConfig says how to run the fake gateway.
+type FakeConfig struct {
+	Bin string // the ordertimeout-fakegateway binary (FakeBinary); required
+	// DatabaseURL receives the payment callbacks. If empty, none are made.
+	DatabaseURL string
+	// Addr is --listen. If empty, a free port of 127.0.0.1.
+	Addr string
+	// Flags are more flags of ordertimeout-fakegateway (e.g. "--log-level",
+	// "warn").
+	Flags []string
+	// Output, Log and OwnGroup: see Command.
+	Output   io.Writer
+	Log      string
+	OwnGroup bool
+}
+
+// StartFake starts the fake gateway and returns once it answers.
+func StartFake(ctx context.Context, cfg FakeConfig) (*Fake, error) {
+	addr := cfg.Addr
+	if addr == "" {
+		a, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addr = a
 	}
-	args := append([]string{"fakegateway", "--listen", addr, "--database-url", databaseURL}, flags...)
-	if out == nil {
-		out = io.Discard
-	}
-	p, err := Start("fake gateway", bin, args, nil, out)
+	args := append([]string{"--listen", addr, "--database-url", cfg.DatabaseURL}, cfg.Flags...)
+	p, err := Start(Command{Name: "fake gateway", Bin: cfg.Bin, Args: args, Output: cfg.Output, Log: cfg.Log, OwnGroup: cfg.OwnGroup})
 	if err != nil {
 		return nil, err
 	}
 	f := &Fake{Process: p, URL: "http://" + addr, client: &http.Client{Timeout: 30 * time.Second}}
-	if err := p.waitHTTP(ctx, f.URL+"/_fake/stats"); err != nil {
+	if err := p.WaitHTTP(ctx, f.URL+"/_fake/stats", ReadyTimeout); err != nil {
 		_ = p.Kill()
 		return nil, err
 	}

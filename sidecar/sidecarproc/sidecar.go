@@ -9,25 +9,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 )
 
-// Application names of a sidecar's connections in pg_stat_activity (from
-// package sidecar, which tests/ cannot import): its pool's connections are
-// named after the sidecar, its two LISTEN connections are not.
-const (
-	WakeListenerName     = "ordertimeout-listen-wake"
-	ConflictListenerName = "ordertimeout-listen-conflicts"
-)
+// ReadyTimeout is how long a started sidecar or fake gateway has to answer
+// HTTP.
+const ReadyTimeout = 60 * time.Second
+
+// ListenerName is the application_name of a sidecar's one LISTEN connection
+// in pg_stat_activity: its pool's connections are named after the sidecar
+// (PoolApplicationName), its LISTEN connection is not.
+const ListenerName = sidecar.ListenerName
 
 // PoolApplicationName is the application_name of the pool connections of
 // the sidecar named name.
-func PoolApplicationName(name string) string {
-	n := "ordertimeout sidecar:" + name
-	if len(n) > 63 {
-		n = n[:63]
-	}
-	return n
-}
+func PoolApplicationName(name string) string { return sidecar.ApplicationName(name) }
 
 // SidecarConfig says how to run one sidecar.
 type SidecarConfig struct {
@@ -37,11 +34,15 @@ type SidecarConfig struct {
 	Name        string   // --name; required
 	Flags       []string // more flags of `ordertimeout run`
 	Env         []string // more environment ("K=V")
-	Output      io.Writer
+	// HTTPAddr is --http. If empty, a free port of 127.0.0.1.
+	HTTPAddr string
+	// Output, Log and OwnGroup: see Command.
+	Output   io.Writer
+	Log      string
+	OwnGroup bool
 }
 
-// Sidecar is a running `ordertimeout run` process. Its HTTP server listens on
-// a free port of 127.0.0.1.
+// Sidecar is a running `ordertimeout run` process.
 type Sidecar struct {
 	*Process
 	Config   SidecarConfig
@@ -51,9 +52,13 @@ type Sidecar struct {
 // StartSidecar starts a sidecar and returns once its /readyz answers 200
 // (River runs and the database answers).
 func StartSidecar(ctx context.Context, cfg SidecarConfig) (*Sidecar, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	addr := cfg.HTTPAddr
+	if addr == "" {
+		a, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addr = a
 	}
 	args := append([]string{"run",
 		"--database-url", cfg.DatabaseURL,
@@ -61,16 +66,13 @@ func StartSidecar(ctx context.Context, cfg SidecarConfig) (*Sidecar, error) {
 		"--name", cfg.Name,
 		"--http", addr,
 	}, cfg.Flags...)
-	out := cfg.Output
-	if out == nil {
-		out = io.Discard
-	}
-	p, err := Start("sidecar "+cfg.Name, cfg.Bin, args, cfg.Env, out)
+	p, err := Start(Command{Name: "sidecar " + cfg.Name, Bin: cfg.Bin, Args: args, Env: cfg.Env,
+		Output: cfg.Output, Log: cfg.Log, OwnGroup: cfg.OwnGroup})
 	if err != nil {
 		return nil, err
 	}
 	s := &Sidecar{Process: p, Config: cfg, HTTPAddr: addr}
-	if err := p.waitHTTP(ctx, "http://"+addr+"/readyz"); err != nil {
+	if err := p.WaitHTTP(ctx, "http://"+addr+"/readyz", ReadyTimeout); err != nil {
 		_ = p.Kill()
 		return nil, err
 	}

@@ -1,12 +1,21 @@
+// Command ordertimeout-fakegateway is a fake payment gateway that speaks the
+// sidecar's gateway contract, for the demo, the tests and trying things by
+// hand. It is a binary of its own, not a subcommand of ordertimeout: the
+// binary a shop deploys has no fake that could confirm payments.
+//
+//	ordertimeout-fakegateway --listen 127.0.0.1:8070 [--database-url ...]
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,24 +24,38 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 )
 
-const fakegatewayDescription = `
+const description = `
 Runs a fake payment gateway that speaks the sidecar's gateway contract, for
 tests and demos. Set how it treats an order with
-  POST /_fake/orders/{order_id} {"behaviour": "instant"|"late"|"silent"|"decline"|"down"|"slow",
-                                 "delay_ms": 0, "payment_id": "P1", "amount": "12.50"}
+  POST /_fake/orders/{order_id} {"behaviour": "instant"|"late"|"silent"|"decline"|
+                                 "qr"|"pay_on_close"|"down"|"slow", "delay_ms": 0,
+                                 "payment_id": "P1", "amount": "12.50"}
 (with payment_id the buyer pays now), the whole gateway with
   POST /_fake/gateway {"behaviour": "normal"|"down"|"slow", "delay_ms": 0}
 and read its counters (queries, closes, refunds, callbacks) at GET /_fake/stats.
 With --database-url, payment callbacks call ordertimeout.confirm_payment and
 ordertimeout.fail_payment, as a shop's callback handler would.`
 
-func fakegatewayCmd(ctx context.Context, args []string) error {
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := realMain(ctx, os.Args[1:])
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ordertimeout-fakegateway:", err)
+		os.Exit(1)
+	}
+}
+
+func realMain(ctx context.Context, args []string) error {
 	var (
 		listen      string
 		databaseURL string
 		log         config.Logging
 	)
-	f := config.New("fakegateway", "ordertimeout fakegateway [flags]", fakegatewayDescription)
+	f := config.New("ordertimeout-fakegateway", "ordertimeout-fakegateway [flags]", description)
 	f.String(&listen, "listen", "127.0.0.1:8070", "address to listen on")
 	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string for payment callbacks; none: no callbacks", "DATABASE_URL", config.EnvName("database-url"))
 	log.AddFlags(f)
@@ -48,11 +71,11 @@ func fakegatewayCmd(ctx context.Context, args []string) error {
 	if databaseURL != "" {
 		pc, err := pgxpool.ParseConfig(databaseURL)
 		if err != nil {
-			return fmt.Errorf("fakegateway: parse database URL: %w", err)
+			return fmt.Errorf("parse database URL: %w", err)
 		}
 		pc.ConnConfig.RuntimeParams["ordertimeout.actor"] = "gateway:fake"
 		if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-			return fmt.Errorf("fakegateway: connect to database: %w", err)
+			return fmt.Errorf("connect to database: %w", err)
 		}
 		defer pool.Close()
 	}
@@ -61,7 +84,7 @@ func fakegatewayCmd(ctx context.Context, args []string) error {
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("fakegateway: listen on %s: %w", listen, err)
+		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	srv := &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("fake gateway listening", "addr", ln.Addr().String(), "callbacks", pool != nil)
@@ -69,13 +92,13 @@ func fakegatewayCmd(ctx context.Context, args []string) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("fakegateway: %w", err)
+		return fmt.Errorf("%w", err)
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("fakegateway: shut down: %w", err)
+		return fmt.Errorf("shut down: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,256 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+)
+
+// River's fetch settings for queue "ordertimeout". The database inserts most
+// of this queue's jobs with plain SQL (no River insert notification), often as
+// state available with a future scheduled_at, so the poll interval is what
+// bounds how soon a due check starts: 50 ms keeps a gateway check within
+// about a tick of its due time at the cost of one cheap indexed query per
+// 50 ms per sidecar; the 10 ms cooldown lets a backlog of checks be fetched
+// in quick successive batches. Neither depends on River's 5 s scheduler,
+// which only matters for snoozes longer than 5 s.
+const (
+	DefaultFetchCooldown     = 10 * time.Millisecond
+	DefaultFetchPollInterval = 50 * time.Millisecond
+)
+
+// Defaults of a Config.
+const (
+	DefaultMaxWorkers      = 20
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultJobTimeout      = time.Minute
+	DefaultRescueAfter     = 2 * time.Minute
+	DefaultConflictRescan  = 5 * time.Minute
+	DefaultRetentionEvery  = time.Minute
+)
+
+// riverRescueBackstop is added to RescueAfter for River's own stuck-job
+// rescuer, which reads this host's wall clock: a host clock up to this much
+// fast cannot make it take a running job for stuck. The rescue that counts
+// runs by the database's clock (package rescue).
+const riverRescueBackstop = time.Hour
+
+// Config configures a Sidecar. DatabaseURL and GatewayURL are required;
+// every zero field means its default.
+type Config struct {
+	DatabaseURL string
+	// Name is recorded as actor "sidecar:<Name>" on every event this
+	// sidecar causes. If empty, "<hostname>-<pid>".
+	Name string
+
+	// GatewayDriver is gateway.DriverHTTP (the JSON contract at
+	// GatewayURL) or gateway.DriverStripe (Stripe's API with StripeKey).
+	// If empty, gateway.DriverHTTP.
+	GatewayDriver  string
+	GatewayURL     string
+	GatewayToken   string
+	GatewayTimeout time.Duration
+	GatewayRetries int
+	// StripeKey is Stripe's secret API key (driver stripe), read from the
+	// environment by the command. StripeURL, if set, replaces Stripe's API
+	// address (stripe-mock in tests).
+	StripeKey string
+	StripeURL string
+	// GatewayRate limits calls to the gateway to this many a second, in
+	// bursts of at most GatewayBurst (0: max(1, ceil(rate))). 0: no limit.
+	GatewayRate  float64
+	GatewayBurst int
+
+	WebhookURL    string
+	WebhookSecret string
+	// WebhookUnsigned says that webhooks to WebhookURL go out unsigned on
+	// purpose. Without it, a WebhookURL without a WebhookSecret is refused.
+	WebhookUnsigned bool
+	WebhookTimeout  time.Duration
+
+	SweepBatch      int
+	SweepSessions   int
+	MaxSleep        time.Duration
+	ListenReconnect time.Duration
+	// NoSweep disables the sweep (for a sidecar that only works River jobs).
+	NoSweep bool
+
+	MaxWorkers        int
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
+	JobTimeout        time.Duration
+	// RescueAfter is how long, by the database's clock, a job may run
+	// before it is taken for stuck (its sidecar died) and handed back. At
+	// least JobTimeout.
+	RescueAfter    time.Duration
+	ConflictRescan time.Duration
+
+	// CloseAfter, PurgeAfter and PurgePaidAfter are the retention: every
+	// RetentionEvery the elected leader closes CANCELLED orders older than
+	// CloseAfter and purges CLOSED orders older than PurgeAfter and PAID
+	// ones older than PurgePaidAfter (worker.RetentionWorker). Zero turns
+	// each off; PurgePaidAfter needs PurgeAfter. RetentionEvery defaults to
+	// DefaultRetentionEvery.
+	CloseAfter     time.Duration
+	PurgeAfter     time.Duration
+	PurgePaidAfter time.Duration
+	RetentionEvery time.Duration
+
+	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
+	// server.DefaultAddr.
+	HTTPAddr string
+	// HTTPAllowedHosts are more host names the HTTP server may be reached
+	// at (server.Server.AllowedHosts).
+	HTTPAllowedHosts []string
+	UIUser           string
+	UIPassword       string
+	MetricsInterval  time.Duration
+
+	// ConsoleViewer and ConsoleOperator are the console's users,
+	// "user:password" each (package console). Without either, the console
+	// is served read-only to anyone when the HTTP server listens on
+	// loopback, and not at all otherwise.
+	ConsoleViewer, ConsoleOperator string
+	// ConsoleDatabaseURL, if set, is the connection the console reads and
+	// acts with, e.g. a role in ordertimeout_admin (to see resolved
+	// conflicts, holds and releases) and ordertimeout_sidecar. If empty,
+	// the sidecar's own pool.
+	ConsoleDatabaseURL string
+
+	ShutdownTimeout time.Duration
+	DBMaxConns      int
+
+	// ReconcileEvery is how often the River leader reconciles the gateway's
+	// payments (job ordertimeout_reconcile). Unlike the other fields, zero
+	// turns continuous reconciliation off (the run command's flag defaults
+	// to DefaultReconcileEvery).
+	ReconcileEvery time.Duration
+	// ReconcileSource names the watermark of continuous reconciliation. If
+	// empty, "gateway:<GatewayDriver>" ("gateway:http", "gateway:stripe").
+	ReconcileSource string
+	// ReconcileOverlap and ReconcileLookback: see package worker; zero
+	// means their defaults.
+	ReconcileOverlap  time.Duration
+	ReconcileLookback time.Duration
+
+	Logger *slog.Logger
+}
+
+// DefaultReconcileEvery is the run command's default period of continuous
+// reconciliation.
+const DefaultReconcileEvery = time.Minute
+
+// DefaultName returns "<hostname>-<pid>".
+func DefaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sidecar"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// withDefaults checks cfg and returns it with every zero field set to its
+// default.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.DatabaseURL == "" {
+		return Config{}, errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	switch cfg.GatewayDriver {
+	case "", gateway.DriverHTTP:
+		if cfg.GatewayURL == "" {
+			return Config{}, errors.New("gateway URL is required (--gateway-url)")
+		}
+	case gateway.DriverStripe:
+		if cfg.StripeKey == "" {
+			return Config{}, errors.New("gateway stripe needs Stripe's secret API key in the environment (--stripe-key-env, default STRIPE_API_KEY)")
+		}
+	default:
+		return Config{}, fmt.Errorf("gateway must be http or stripe, got %q", cfg.GatewayDriver)
+	}
+	if cfg.GatewayRate < 0 || cfg.GatewayBurst < 0 {
+		return Config{}, fmt.Errorf("gateway-rate and gateway-burst must not be negative, got %v and %d", cfg.GatewayRate, cfg.GatewayBurst)
+	}
+	if err := checkWebhook(cfg); err != nil {
+		return Config{}, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName()
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
+	}
+	if cfg.SweepSessions <= 0 {
+		cfg.SweepSessions = sweep.DefaultSessions
+	}
+	cfg.FetchCooldown = cmpOr(cfg.FetchCooldown, DefaultFetchCooldown)
+	cfg.FetchPollInterval = cmpOr(cfg.FetchPollInterval, DefaultFetchPollInterval)
+	cfg.ShutdownTimeout = cmpOr(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.JobTimeout = cmpOr(cfg.JobTimeout, DefaultJobTimeout)
+	cfg.RescueAfter = cmpOr(cfg.RescueAfter, DefaultRescueAfter)
+	cfg.ConflictRescan = cmpOr(cfg.ConflictRescan, DefaultConflictRescan)
+	if cfg.RescueAfter < cfg.JobTimeout {
+		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
+	}
+	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
+		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+	}
+	if err := checkRetention(&cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// checkWebhook refuses a webhook configuration that would send unsigned
+// webhooks by mistake, or to a URL that is not http(s).
+func checkWebhook(cfg Config) error {
+	if cfg.WebhookURL == "" {
+		return nil
+	}
+	u, err := url.Parse(cfg.WebhookURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook URL %q must be an absolute http or https URL (--webhook-url)", cfg.WebhookURL)
+	}
+	switch {
+	case cfg.WebhookSecret == "" && !cfg.WebhookUnsigned:
+		return errors.New("a webhook URL without a webhook secret would send unsigned webhooks: set --webhook-secret, or --webhook-unsigned if unsigned webhooks are intended")
+	case cfg.WebhookSecret != "" && cfg.WebhookUnsigned:
+		return errors.New("--webhook-unsigned and --webhook-secret contradict each other: set one")
+	}
+	return nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// checkRetention checks the retention settings of cfg and sets the default
+// of RetentionEvery.
+func checkRetention(cfg *Config) error {
+	const most = 100 * 365 * 24 * time.Hour // purge_orders' bound
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"close-after", cfg.CloseAfter}, {"purge-after", cfg.PurgeAfter}, {"purge-paid-after", cfg.PurgePaidAfter}} {
+		if d.value < 0 || d.value > most {
+			return fmt.Errorf("%s must be between 0 (off) and 100 years, got %s", d.name, d.value)
+		}
+	}
+	if cfg.PurgePaidAfter > 0 && cfg.PurgeAfter == 0 {
+		return errors.New("purge-paid-after needs purge-after")
+	}
+	cfg.RetentionEvery = cmpOr(cfg.RetentionEvery, DefaultRetentionEvery)
+	if cfg.RetentionEvery < time.Second || cfg.RetentionEvery > 24*time.Hour {
+		return fmt.Errorf("retention interval must be between 1s and 24h, got %s", cfg.RetentionEvery)
+	}
+	return nil
+}

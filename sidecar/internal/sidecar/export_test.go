@@ -1,0 +1,18 @@
+package sidecar
+
+import (
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+)
+
+// The parts the package's tests inspect; the sidecar itself exposes none.
+
+// Sweeper returns the sidecar's sweeper (nil with NoSweep).
+func (s *Sidecar) Sweeper() *sweep.Sweeper { return s.sweeper }
+
+// Listener returns the sidecar's conflict listener.
+func (s *Sidecar) Listener() *listener.Listener { return s.listen }
+
+// Registry returns the sidecar's metrics.
+func (s *Sidecar) Registry() *metrics.Registry { return s.reg }
