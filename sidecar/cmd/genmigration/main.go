@@ -157,7 +157,7 @@ func checkName(dir string, opt options) error {
 		if strings.HasPrefix(e.Name(), opt.name+".") {
 			exists = true
 		} else if n == number {
-			return fmt.Errorf("-name %s: number %s is taken by %s", opt.name, m[1], filepath.Join(opt.dir, e.Name()))
+			return fmt.Errorf("-name %s: number %s is taken by %s", opt.name, m[1], filepath.Join(opt.dir, f[1]+"_"+f[2]))
 		}
 	}
 	if exists {

@@ -20,15 +20,39 @@ type plan struct {
 	removed   []*object // in from only
 }
 
-// diff compares two snapshots.
+// diff compares two snapshots. A view whose columns change is dropped and
+// created again (CREATE OR REPLACE VIEW can only add columns at the end, and
+// the down migration would have to take them away), and so is every view
+// that reads one that is: DROP VIEW fails while another view reads it.
 func diff(from, to *snapshot) *plan {
 	p := &plan{from: from, to: to}
+	recreate := map[string]bool{}
+	for _, n := range to.objects {
+		if o, ok := from.objects[n.name]; ok && needsRecreate(o, n) {
+			recreate[n.name] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, n := range to.objects {
+			o, ok := from.objects[n.name]
+			if !ok || recreate[n.name] || n.kind != kindView || o.kind != kindView {
+				continue
+			}
+			for name := range recreate {
+				if references(o.create, from.schema, name) || references(n.create, to.schema, name) {
+					recreate[n.name], grew = true, true
+					break
+				}
+			}
+		}
+	}
 	for _, n := range sorted(to.objects) {
 		o, ok := from.objects[n.name]
 		switch {
 		case !ok:
 			p.added = append(p.added, n)
-		case needsRecreate(o, n):
+		case recreate[n.name]:
 			p.recreated = append(p.recreated, n)
 		case o.create != n.create:
 			p.replaced = append(p.replaced, n)
@@ -42,6 +66,11 @@ func diff(from, to *snapshot) *plan {
 		}
 	}
 	return p
+}
+
+// references says whether a statement names schema.name.
+func references(stmt, schema, name string) bool {
+	return regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(schema) + `\s*\.\s*"?` + regexp.QuoteMeta(name) + `\b`).MatchString(stmt)
 }
 
 func (p *plan) empty() bool {
@@ -250,7 +279,7 @@ func (p *plan) summary() []string {
 	add("Views replaced", names(p.replaced, kindView))
 	add("New functions", names(p.added, fn...))
 	add("Functions replaced", names(p.replaced, fn...))
-	add("Dropped and created again (parameters or result type changed)", names(p.recreated, kindView, kindFunction, kindProcedure))
+	add("Dropped and created again (parameters, result type or columns changed, or a view that reads one that did)", names(p.recreated, kindView, kindFunction, kindProcedure))
 	add("Comments changed", names(p.commented, kindView, kindFunction, kindProcedure))
 	add("Dropped", names(p.removed, kindView, kindFunction, kindProcedure))
 	return lines

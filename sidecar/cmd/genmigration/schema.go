@@ -26,6 +26,8 @@ type object struct {
 	line     int
 	order    int // position in install order
 
+	columns []string // views only: see viewColumns
+
 	// Functions and procedures only.
 	params   []param
 	returns  string // normalized RETURNS clause, "" for procedures
@@ -166,9 +168,12 @@ func (s *snapshot) parseFile(file, text string, pos *int) error {
 			o := &object{kind: strings.ToUpper(m[2]), name: name, create: st.text, file: file, line: st.line, order: *pos}
 			*pos++
 			if o.kind != kindView {
-				if err := o.parseHeader(st.text[len(m[0]):]); err != nil {
-					return fmt.Errorf("line %d: %s: %w", st.line, name, err)
-				}
+				err = o.parseHeader(st.text[len(m[0]):])
+			} else {
+				o.columns, err = viewColumns(st.text[len(m[0]):])
+			}
+			if err != nil {
+				return fmt.Errorf("line %d: %s: %w", st.line, name, err)
 			}
 			s.objects[name] = o
 			continue
@@ -313,9 +318,78 @@ func needsRecreate(o, n *object) bool {
 		return true
 	}
 	if o.kind == kindView {
-		return false
+		return !slices.Equal(o.columns, n.columns)
 	}
 	return o.shape() != n.shape() || n.defaults < o.defaults
+}
+
+// viewColumns returns the names of a view's columns as well as a parser
+// without the database can tell them: the column list if the view has one,
+// otherwise for each item of the first SELECT list its AS alias, the column
+// it names (a, t.a), or else the item's text. It is only compared between
+// two versions of a view; an item it cannot name makes them differ, which
+// costs a DROP and CREATE that was not needed, never a wrong migration.
+func viewColumns(rest string) ([]string, error) {
+	toks, err := tokens(rest)
+	if err != nil {
+		return nil, err
+	}
+	if len(toks) > 0 && toks[0][0] == '(' {
+		items, err := splitTopLevel(toks[0][1 : len(toks[0])-1])
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, item := range items {
+			t, err := tokens(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, normalize(t))
+		}
+		return out, nil
+	}
+	i := slices.IndexFunc(toks, func(t string) bool { return strings.EqualFold(t, "SELECT") })
+	if i < 0 {
+		return nil, fmt.Errorf("no SELECT in the view")
+	}
+	toks = toks[i+1:]
+	if len(toks) > 0 && strings.EqualFold(toks[0], "DISTINCT") {
+		toks = toks[1:]
+		if len(toks) > 1 && strings.EqualFold(toks[0], "ON") {
+			toks = toks[2:]
+		}
+	}
+	end := slices.IndexFunc(toks, func(t string) bool {
+		switch strings.ToUpper(t) {
+		case "FROM", "WHERE", "GROUP", "UNION", "EXCEPT", "INTERSECT", "ORDER", "LIMIT", "WINDOW", "HAVING", ";":
+			return true
+		}
+		return false
+	})
+	if end >= 0 {
+		toks = toks[:end]
+	}
+	var out []string
+	for len(toks) > 0 {
+		j := slices.Index(toks, ",")
+		if j < 0 {
+			j = len(toks)
+		}
+		item := toks[:j]
+		toks = toks[min(j+1, len(toks)):]
+		switch n := len(item); {
+		case n >= 2 && strings.EqualFold(item[n-2], "AS"):
+			out = append(out, strings.ToLower(item[n-1]))
+		case n == 1 && isWordByte(item[0][0]):
+			out = append(out, strings.ToLower(item[0]))
+		case n == 3 && item[1] == "." && isWordByte(item[2][0]):
+			out = append(out, strings.ToLower(item[2]))
+		default:
+			out = append(out, normalize(item))
+		}
+	}
+	return out, nil
 }
 
 // withCreate returns a CREATE statement beginning with "CREATE OR REPLACE"
