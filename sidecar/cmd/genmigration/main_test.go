@@ -195,16 +195,14 @@ $$;
 
 COMMENT ON PROCEDURE ordertimeout.restock(integer) IS 'adds amount to every item';
 `,
-	"sql/grants.sql": `REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ordertimeout FROM PUBLIC;
-REVOKE ALL ON ALL PROCEDURES IN SCHEMA ordertimeout FROM PUBLIC;
-GRANT USAGE ON SCHEMA ordertimeout TO ROLE_A, ROLE_B;
-GRANT EXECUTE ON FUNCTION
-    ordertimeout.item_qty(integer, integer)
-TO ROLE_B, ROLE_A;
-GRANT EXECUTE ON PROCEDURE ordertimeout.restock(integer) TO ROLE_A;
-GRANT SELECT ON ordertimeout.item_list, ordertimeout.big_items TO ROLE_B;
-GRANT SELECT ON ALL TABLES IN SCHEMA ordertimeout TO ROLE_A;
-`,
+}
+
+func init() {
+	// Version 2's grants: item_qty's new signature, and the new view.
+	version2["sql/grants.sql"] = strings.NewReplacer(
+		"ordertimeout.item_qty(integer)", "ordertimeout.item_qty(integer, integer)",
+		"ON ordertimeout.item_list TO", "ON ordertimeout.item_list, ordertimeout.big_items TO",
+	).Replace(version1["sql/grants.sql"])
 }
 
 // testRepo is a git repository with version1 and version2 committed.

@@ -28,21 +28,8 @@ func splitStatements(src string) ([]statement, error) {
 			i++
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
 			i++
-		case strings.HasPrefix(src[i:], "--"):
-			end := strings.IndexByte(src[i:], '\n')
-			if end < 0 {
-				end = len(src) - i
-			}
-			i += end
-		case strings.HasPrefix(src[i:], "/*"):
-			n, err := skipBlockComment(src[i:])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-			line += strings.Count(src[i:i+n], "\n")
-			i += n
 		default:
-			if start < 0 {
+			if start < 0 && !isComment(src[i:]) {
 				start, startLine = i, line
 			}
 			if c == ';' {
@@ -87,9 +74,24 @@ func skipBlockComment(s string) (int, error) {
 
 var dollarTag = regexp.MustCompile(`^\$([A-Za-z_][A-Za-z0-9_]*)?\$`)
 
+// isComment says whether s starts with a comment.
+func isComment(s string) bool {
+	return strings.HasPrefix(s, "--") || strings.HasPrefix(s, "/*")
+}
+
 // skipToken returns the length of the piece of a statement s starts with:
-// a quoted string, a quoted identifier, a dollar-quoted string, or one byte.
+// a comment (a line comment without its newline), a quoted string, a quoted
+// identifier, a dollar-quoted string, a word, or one byte.
 func skipToken(s string) (int, error) {
+	if strings.HasPrefix(s, "--") {
+		if end := strings.IndexByte(s, '\n'); end >= 0 {
+			return end, nil
+		}
+		return len(s), nil
+	}
+	if strings.HasPrefix(s, "/*") {
+		return skipBlockComment(s)
+	}
 	switch s[0] {
 	case '\'':
 		escapes := false
@@ -160,18 +162,6 @@ func tokens(s string) ([]string, error) {
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
 			i++
-		case strings.HasPrefix(s[i:], "--"):
-			end := strings.IndexByte(s[i:], '\n')
-			if end < 0 {
-				end = len(s) - i
-			}
-			i += end
-		case strings.HasPrefix(s[i:], "/*"):
-			n, err := skipBlockComment(s[i:])
-			if err != nil {
-				return nil, err
-			}
-			i += n
 		case c == '(':
 			n, err := skipGroup(s[i:])
 			if err != nil {
@@ -184,7 +174,9 @@ func tokens(s string) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, s[i:i+n])
+			if !isComment(s[i:]) {
+				out = append(out, s[i:i+n])
+			}
 			i += n
 		}
 	}
@@ -206,14 +198,6 @@ func skipGroup(s string) (int, error) {
 				return i, nil
 			}
 		default:
-			if strings.HasPrefix(s[i:], "--") {
-				end := strings.IndexByte(s[i:], '\n')
-				if end < 0 {
-					return 0, fmt.Errorf("unbalanced parentheses")
-				}
-				i += end
-				continue
-			}
 			n, err := skipToken(s[i:])
 			if err != nil {
 				return 0, err
@@ -227,39 +211,24 @@ func skipGroup(s string) (int, error) {
 // splitTopLevel cuts s at the commas outside parentheses and quotes.
 func splitTopLevel(s string) ([]string, error) {
 	var out []string
-	depth, start := 0, 0
+	start := 0
 	for i := 0; i < len(s); {
+		var n int
+		var err error
 		switch s[i] {
 		case '(':
-			depth++
-			i++
+			n, err = skipGroup(s[i:])
 		case ')':
-			depth--
-			i++
+			err = fmt.Errorf("unbalanced parentheses")
 		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-			i++
+			out, start, n = append(out, s[start:i]), i+1, 1
 		default:
-			if strings.HasPrefix(s[i:], "--") {
-				end := strings.IndexByte(s[i:], '\n')
-				if end < 0 {
-					end = len(s) - i
-				}
-				i += end
-				continue
-			}
-			n, err := skipToken(s[i:])
-			if err != nil {
-				return nil, err
-			}
-			i += n
+			n, err = skipToken(s[i:])
 		}
-	}
-	if depth != 0 {
-		return nil, fmt.Errorf("unbalanced parentheses")
+		if err != nil {
+			return nil, err
+		}
+		i += n
 	}
 	if strings.TrimSpace(s[start:]) != "" || len(out) > 0 {
 		out = append(out, s[start:])
