@@ -128,7 +128,11 @@ type retentionSample struct {
 	CreatedPerS float64 `json:"window_created_per_s"`
 	Cancels     int64   `json:"window_cancels"`
 	CancelsPerS float64 `json:"window_cancels_per_s"`
-	LagP99Ms    float64 `json:"window_lag_p99_ms"`
+	// PerCreated is the window's cancels over its new orders: about the
+	// unpaid fraction while the sweep keeps pace with what the producer,
+	// slowed or not by a shared machine, creates.
+	PerCreated float64 `json:"window_cancels_per_created"`
+	LagP99Ms   float64 `json:"window_lag_p99_ms"`
 	// QueryMs is how long this sample's queries took (the client's clock).
 	QueryMs float64 `json:"query_ms"`
 }
@@ -171,6 +175,7 @@ type retentionResult struct {
 	SizeSlopeMBMin   float64           `json:"db_size_slope_mb_per_min"`
 	CancelsPerS      thirds            `json:"cancels_per_s_median_per_third"`
 	WindowCreated    thirds            `json:"created_per_s_median_per_third"`
+	PerCreated       thirds            `json:"cancels_per_created_median_per_third"`
 	LagP99Ms         thirds            `json:"window_lag_p99_ms_median_per_third"`
 	EndBytes         map[string]int64  `json:"end_table_bytes"`
 	EndDBBytes       int64             `json:"end_db_bytes"`
@@ -364,7 +369,8 @@ func retentionCriterion(c retentionConfig) string {
 	return fmt.Sprintf("after the %s warm-up, the rest of the producer's %s is cut in thirds: the size is flat when the "+
 		"largest pg_database_size of the last third is at most %.0f%% above that of the first (judged only when a third "+
 		"spans at least one %s retention cycle); throughput is flat when the median cancels/s of the last third's "+
-		"windows is within %.0f%% of the first third's; the purge must have removed orders; the invariants must hold",
+		"windows is within %.0f%% of the first third's, and so is the median of cancels per order created (which takes "+
+		"out a producer slowed by a shared machine); the purge must have removed orders; the invariants must hold",
 		c.warmup, c.duration, c.sizeGrowth*100, retentionEvery, c.cancelDrift*100)
 }
 
@@ -383,7 +389,7 @@ func sampleRetention(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, 
 		}
 		if len(samples) == 0 {
 			// The first sample only opens the first window.
-			s.WindowS, s.Cancels, s.CancelsPerS, s.CreatedPerS, s.LagP99Ms = 0, 0, 0, 0, 0
+			s.WindowS, s.Cancels, s.CancelsPerS, s.CreatedPerS, s.PerCreated, s.LagP99Ms = 0, 0, 0, 0, 0, 0
 		} else {
 			lags = append(lags, windowLags...)
 		}
@@ -466,6 +472,9 @@ func sampleOnce(ctx context.Context, conn *pgx.Conn, start, windowStart time.Tim
 		s.CancelsPerS = round2(float64(s.Cancels) / s.WindowS)
 		s.CreatedPerS = round2(float64(created) / s.WindowS)
 	}
+	if created > 0 {
+		s.PerCreated = round3(float64(s.Cancels) / float64(created))
+	}
 	s.LagP99Ms = round2(percentile(lags, 99))
 	s.QueryMs = round2(float64(time.Since(began).Microseconds()) / 1000)
 	return s, windowEnd, lags, nil
@@ -526,6 +535,7 @@ func judgeRetention(res *retentionResult) {
 		return func(s retentionSample) (float64, bool) { return pick(s), s.WindowS > 0 && s.T <= end }
 	}
 	res.CancelsPerS = compareThirds(res.Samples, w, end, windowed(func(s retentionSample) float64 { return s.CancelsPerS }), median)
+	res.PerCreated = compareThirds(res.Samples, w, end, windowed(func(s retentionSample) float64 { return s.PerCreated }), median)
 	res.WindowCreated = compareThirds(res.Samples, w, end, windowed(func(s retentionSample) float64 { return s.CreatedPerS }), median)
 	res.LagP99Ms = compareThirds(res.Samples, w, end, windowed(func(s retentionSample) float64 { return s.LagP99Ms }), median)
 }
@@ -600,10 +610,7 @@ func (b *bench) retentionRows(on retentionResult, off *retentionResult) {
 	if on.SizeMB.Judged {
 		sizeVerdict = atMost(on.SizeMB.Change, c.sizeGrowth)
 	}
-	cancelVerdict := "not judged: " + on.CancelsPerS.Why
-	if on.CancelsPerS.Judged {
-		cancelVerdict = atMost(math.Abs(on.CancelsPerS.Change), c.cancelDrift)
-	}
+	cancelVerdict := driftVerdict(on.CancelsPerS, c.cancelDrift)
 	purgedVerdict := "missed"
 	if on.Purged > 0 {
 		purgedVerdict = "met"
@@ -617,6 +624,8 @@ func (b *bench) retentionRows(on retentionResult, off *retentionResult) {
 		row{label, "purge on: database size slope after warm-up (MB/min)", fmt.Sprintf("%.2f", on.SizeSlopeMBMin), "1", "", ""},
 		row{label, "purge on: cancels/s per window, median of first → last third", thirdsText(on.CancelsPerS, "%.0f"), "1",
 			fmt.Sprintf("within ±%.0f %%", c.cancelDrift*100), cancelVerdict},
+		row{label, "purge on: cancels per order created, per window, median of first → last third", thirdsText(on.PerCreated, "%.3f"), "1",
+			fmt.Sprintf("within ±%.0f %%", c.cancelDrift*100), driftVerdict(on.PerCreated, c.cancelDrift)},
 		row{label, "purge on: orders created/s per window, median of first → last third (the producer on a shared machine)", thirdsText(on.WindowCreated, "%.0f"), "1", "", ""},
 		row{label, "purge on: cancel lag p99 per window, median of first → last third (ms)", thirdsText(on.LagP99Ms, "%.1f"), "1", "", ""},
 		row{label, "purge on: cancel lag p50 / p99 / max over the sampled windows (ms)", fmt.Sprintf("%.1f / %.1f / %.1f", on.LagMs.P50, on.LagMs.P99, on.LagMs.Max), "1", "", ""},
@@ -634,6 +643,14 @@ func (b *bench) retentionRows(on retentionResult, off *retentionResult) {
 		row{label, "purge off: size at the end: database / orders / items / events / releases / payments / river_job (MB)", endSizes(*off), "1", "", ""},
 		row{label, "purge off: invariants", off.Invariants, "1", "hold", verdictOK(off.Invariants)},
 	)
+}
+
+// driftVerdict says whether t's last third is within drift of its first.
+func driftVerdict(t thirds, drift float64) string {
+	if !t.Judged {
+		return "not judged: " + t.Why
+	}
+	return atMost(math.Abs(t.Change), drift)
 }
 
 func thirdsText(t thirds, format string) string {

@@ -15,7 +15,7 @@ func retentionRun(size, rate func(t float64) float64) retentionResult {
 	for t := 0.0; t <= 370; t += 5 {
 		s := retentionSample{T: t, DBBytes: int64(size(t))}
 		if t > 0 {
-			s.WindowS, s.CancelsPerS, s.LagP99Ms = 5, rate(t), 20
+			s.WindowS, s.CancelsPerS, s.PerCreated, s.LagP99Ms = 5, rate(t), rate(t)/1000, 20
 		}
 		res.Samples = append(res.Samples, s)
 	}
@@ -42,6 +42,8 @@ func TestJudgeRetentionFlat(t *testing.T) {
 	require.InDelta(t, 0, res.SizeSlopeMBMin, 1, "no trend after the warm-up")
 	require.True(t, res.CancelsPerS.Judged)
 	require.InDelta(t, 0, res.CancelsPerS.Change, 1e-9)
+	require.Equal(t, "met", driftVerdict(res.CancelsPerS, 0.1))
+	require.InDelta(t, 0.5, res.PerCreated.Last, 1e-9)
 }
 
 func TestJudgeRetentionGrowing(t *testing.T) {
@@ -67,6 +69,8 @@ func TestJudgeRetentionGrowing(t *testing.T) {
 	require.InDelta(t, 360.0/235-1, res.SizeMB.Change, 0.001)
 	require.InDelta(t, 60, res.SizeSlopeMBMin, 0.01, "1 MB/s is 60 MB/min")
 	require.InDelta(t, -0.2, res.CancelsPerS.Change, 1e-9)
+	require.Equal(t, "missed", driftVerdict(res.CancelsPerS, 0.1))
+	require.InDelta(t, -0.2, res.PerCreated.Change, 1e-9)
 }
 
 func TestJudgeRetentionTooShort(t *testing.T) {
@@ -77,6 +81,7 @@ func TestJudgeRetentionTooShort(t *testing.T) {
 	require.False(t, res.SizeMB.Judged, "thirds of 15 s are shorter than the retention cycle")
 	require.Contains(t, res.SizeMB.Why, "shorter than one 60 s retention cycle")
 	require.True(t, res.CancelsPerS.Judged, "throughput is judged in short runs too")
+	require.Contains(t, driftVerdict(thirds{Why: "no sample"}, 0.1), "not judged")
 }
 
 func TestCompareThirdsEmpty(t *testing.T) {
