@@ -148,31 +148,34 @@ type thirds struct {
 
 // retentionResult is the JSON line of one retention run.
 type retentionResult struct {
-	Scenario         string            `json:"scenario"`
-	Variant          string            `json:"variant"` // purge_on or purge_off
-	Rate             int               `json:"rate"`
-	DurationS        float64           `json:"duration_s"`
-	WarmupS          float64           `json:"warmup_s"`
-	SampleS          float64           `json:"sample_s"`
-	TimeoutS         float64           `json:"timeout_s"`
-	PaidFraction     float64           `json:"paid_fraction"`
-	CloseAfterS      float64           `json:"close_after_s"`
-	PurgeAfterS      float64           `json:"purge_after_s,omitempty"`
-	PurgePaidAfterS  float64           `json:"purge_paid_after_s,omitempty"`
-	RetentionEveryS  float64           `json:"retention_every_s"`
-	SidecarArgs      []string          `json:"sidecar_args"`
-	Created          int64             `json:"created"`
-	CreatedPerS      float64           `json:"created_per_s"`
-	CreateErrors     int64             `json:"create_errors"`
-	Paid             int64             `json:"paid"`
-	Purged           int64             `json:"purged"`
-	PurgedPaid       int64             `json:"purged_paid"`
-	PurgedClosed     int64             `json:"purged_closed"`
-	Left             map[string]int64  `json:"orders_left"`
-	CancelsCounted   int64             `json:"cancels_counted"`
-	LagMs            lagStats          `json:"cancel_lag_ms"`
-	SizeMB           thirds            `json:"db_size_mb_max_per_third"`
-	SizeSlopeMBMin   float64           `json:"db_size_slope_mb_per_min"`
+	Scenario        string           `json:"scenario"`
+	Variant         string           `json:"variant"` // purge_on or purge_off
+	Rate            int              `json:"rate"`
+	DurationS       float64          `json:"duration_s"`
+	WarmupS         float64          `json:"warmup_s"`
+	SampleS         float64          `json:"sample_s"`
+	TimeoutS        float64          `json:"timeout_s"`
+	PaidFraction    float64          `json:"paid_fraction"`
+	CloseAfterS     float64          `json:"close_after_s"`
+	PurgeAfterS     float64          `json:"purge_after_s,omitempty"`
+	PurgePaidAfterS float64          `json:"purge_paid_after_s,omitempty"`
+	RetentionEveryS float64          `json:"retention_every_s"`
+	SidecarArgs     []string         `json:"sidecar_args"`
+	Created         int64            `json:"created"`
+	CreatedPerS     float64          `json:"created_per_s"`
+	CreateErrors    int64            `json:"create_errors"`
+	Paid            int64            `json:"paid"`
+	Purged          int64            `json:"purged"`
+	PurgedPaid      int64            `json:"purged_paid"`
+	PurgedClosed    int64            `json:"purged_closed"`
+	Left            map[string]int64 `json:"orders_left"`
+	CancelsCounted  int64            `json:"cancels_counted"`
+	LagMs           lagStats         `json:"cancel_lag_ms"`
+	SizeMB          thirds           `json:"db_size_mb_max_per_third"`
+	SizeSlopeMBMin  float64          `json:"db_size_slope_mb_per_min"`
+	// TableMB is SizeMB for each of retentionTables: a table that keeps
+	// growing while others shrink can hide in the database's total.
+	TableMB          map[string]thirds `json:"table_size_mb_max_per_third"`
 	CancelsPerS      thirds            `json:"cancels_per_s_median_per_third"`
 	WindowCreated    thirds            `json:"created_per_s_median_per_third"`
 	PerCreated       thirds            `json:"cancels_per_created_median_per_third"`
@@ -367,8 +370,8 @@ func (b *bench) retentionOnce(ctx context.Context, bin string, purge bool) (rete
 // retentionCriterion says how a run is judged.
 func retentionCriterion(c retentionConfig) string {
 	return fmt.Sprintf("after the %s warm-up, the rest of the producer's %s is cut in thirds: the size is flat when the "+
-		"largest pg_database_size of the last third is at most %.0f%% above that of the first (judged only when a third "+
-		"spans at least one %s retention cycle); throughput is flat when the median cancels/s of the last third's "+
+		"largest pg_database_size of the last third is at most %.0f%% above that of the first, and so is each sampled "+
+		"table's pg_total_relation_size (judged only when a third spans at least one %s retention cycle); throughput is flat when the median cancels/s of the last third's "+
 		"windows is within %.0f%% of the first third's, and so is the median of cancels per order created (which takes "+
 		"out a producer slowed by a shared machine); the purge must have removed orders; the invariants must hold",
 		c.warmup, c.duration, c.sizeGrowth*100, retentionEvery, c.cancelDrift*100)
@@ -427,7 +430,7 @@ func sampleOnce(ctx context.Context, conn *pgx.Conn, start, windowStart time.Tim
 	var name string
 	var size, dead, vacuums, deleted int64
 	if _, err := pgx.ForEachRow(rows, []any{&name, &size, &dead, &vacuums, &deleted}, func() error {
-		short := strings.TrimPrefix(strings.TrimPrefix(name, "ordertimeout."), "public.")
+		short := shortName(name)
 		s.Tables[short], s.Dead[short], s.Autovacuums[short] = size, dead, vacuums
 		if name == "ordertimeout.orders" {
 			s.PurgedSoFar = deleted
@@ -505,7 +508,7 @@ func (b *bench) retentionEnd(ctx context.Context, q querier, res *retentionResul
 		if status == "database" {
 			res.EndDBBytes = n
 		} else {
-			res.EndBytes[strings.TrimPrefix(strings.TrimPrefix(status, "ordertimeout."), "public.")] = n
+			res.EndBytes[shortName(status)] = n
 		}
 		return nil
 	}); err != nil {
@@ -531,6 +534,13 @@ func judgeRetention(res *retentionResult) {
 		res.SizeMB.Why = fmt.Sprintf("each third (%.0f s) is shorter than one %.0f s retention cycle", third, res.RetentionEveryS)
 	}
 	res.SizeSlopeMBMin = round2(60 * slope(res.Samples, w, end, mb))
+	res.TableMB = map[string]thirds{}
+	for _, t := range retentionTables {
+		short := shortName(t)
+		th := compareThirds(res.Samples, w, end, func(s retentionSample) (float64, bool) { return float64(s.Tables[short]) / 1e6, true }, slices.Max)
+		th.Judged, th.Why = th.Judged && res.SizeMB.Judged, res.SizeMB.Why
+		res.TableMB[short] = th
+	}
 	windowed := func(pick func(retentionSample) float64) func(retentionSample) (float64, bool) {
 		return func(s retentionSample) (float64, bool) { return pick(s), s.WindowS > 0 && s.T <= end }
 	}
@@ -616,12 +626,14 @@ func (b *bench) retentionRows(on retentionResult, off *retentionResult) {
 		purgedVerdict = "met"
 	}
 	sizeTarget := fmt.Sprintf("≤ +%.0f %%", c.sizeGrowth*100)
+	growing, growingVerdict := growingTables(on, c.sizeGrowth)
 	b.out.add(
 		row{label, "purge on: created (of asked) / paid / purged (closed + paid) / left", fmt.Sprintf("%s (of %s) / %s / %s (%s + %s) / %s",
 			num(float64(on.Created)), num(float64(c.rate)*c.duration.Seconds()), num(float64(on.Paid)), num(float64(on.Purged)), num(float64(on.PurgedClosed)),
 			num(float64(on.PurgedPaid)), num(float64(sumValues(on.Left)))), "1", "purged > 0", purgedVerdict},
 		row{label, "purge on: database size after warm-up, largest of first → last third (MB)", thirdsText(on.SizeMB, "%.1f"), "1", sizeTarget, sizeVerdict},
 		row{label, "purge on: database size slope after warm-up (MB/min)", fmt.Sprintf("%.2f", on.SizeSlopeMBMin), "1", "", ""},
+		row{label, "purge on: tables whose largest size grew from first to last third (MB)", growing, "1", "none above " + sizeTarget, growingVerdict},
 		row{label, "purge on: cancels/s per window, median of first → last third", thirdsText(on.CancelsPerS, "%.0f"), "1",
 			fmt.Sprintf("within ±%.0f %%", c.cancelDrift*100), cancelVerdict},
 		row{label, "purge on: cancels per order created, per window, median of first → last third", thirdsText(on.PerCreated, "%.3f"), "1",
@@ -645,6 +657,39 @@ func (b *bench) retentionRows(on retentionResult, off *retentionResult) {
 	)
 }
 
+// growingTables lists the tables of r whose size grew by more than growth
+// from the first third to the last, and the verdict (none may).
+func growingTables(r retentionResult, growth float64) (string, string) {
+	var grew, bad []string
+	judged := true
+	for _, t := range retentionTables {
+		th := r.TableMB[shortName(t)]
+		judged = judged && th.Judged
+		if th.Change > growth {
+			bad = append(bad, shortName(t))
+		}
+		if th.Change > 0.005 {
+			grew = append(grew, fmt.Sprintf("%s %s", shortName(t), thirdsText(th, "%.1f")))
+		}
+	}
+	list := strings.Join(grew, "; ")
+	if list == "" {
+		list = "none"
+	}
+	switch {
+	case !judged:
+		return list, "not judged: " + r.SizeMB.Why
+	case len(bad) > 0:
+		return list, "missed: " + strings.Join(bad, ", ")
+	}
+	return list, "met"
+}
+
+// shortName is a relation's name without its schema.
+func shortName(t string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(t, "ordertimeout."), "public.")
+}
+
 // driftVerdict says whether t's last third is within drift of its first.
 func driftVerdict(t thirds, drift float64) string {
 	if !t.Judged {
@@ -664,7 +709,7 @@ func endSizes(r retentionResult) string {
 	mb := func(n int64) string { return fmt.Sprintf("%.0f", float64(n)/1e6) }
 	parts := []string{mb(r.EndDBBytes)}
 	for _, t := range retentionTables {
-		parts = append(parts, mb(r.EndBytes[strings.TrimPrefix(strings.TrimPrefix(t, "ordertimeout."), "public.")]))
+		parts = append(parts, mb(r.EndBytes[shortName(t)]))
 	}
 	return strings.Join(parts, " / ")
 }
@@ -721,7 +766,7 @@ func (b *bench) retentionPlots(on retentionResult, off *retentionResult) {
 		lag = append(lag, line(r, "cancel lag p99 per window", windowed(func(s retentionSample) float64 { return s.LagP99Ms })))
 	}
 	for _, t := range retentionTables {
-		short := strings.TrimPrefix(strings.TrimPrefix(t, "ordertimeout."), "public.")
+		short := shortName(t)
 		tables = append(tables, line(on, short, func(s retentionSample) (float64, bool) { return float64(s.Tables[short]) / 1e6, true }))
 	}
 	size = append(size, warmup(top(size)))

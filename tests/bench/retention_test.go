@@ -84,6 +84,22 @@ func TestJudgeRetentionTooShort(t *testing.T) {
 	require.Contains(t, driftVerdict(thirds{Why: "no sample"}, 0.1), "not judged")
 }
 
+func TestGrowingTables(t *testing.T) {
+	t.Parallel()
+	res := retentionRun(func(t float64) float64 { return 100e6 }, func(float64) float64 { return 500 })
+	for i := range res.Samples {
+		s := &res.Samples[i]
+		s.Tables = map[string]int64{"orders": 50e6, "river_job": int64(s.T * 1e5)}
+	}
+	judgeRetention(&res)
+	list, verdict := growingTables(res, 0.1)
+	require.Equal(t, "missed: river_job", verdict, "river_job grows from 23.5 to 36 MB while the total stays flat")
+	require.Contains(t, list, "river_job 23.5 → 36.0")
+	require.NotContains(t, list, "orders")
+	require.True(t, res.SizeMB.Judged)
+	require.InDelta(t, 0, res.SizeMB.Change, 1e-9)
+}
+
 func TestCompareThirdsEmpty(t *testing.T) {
 	t.Parallel()
 	got := compareThirds(nil, 0, 90, func(retentionSample) (float64, bool) { return 1, true }, median)
