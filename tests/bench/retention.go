@@ -81,6 +81,7 @@ var retentionQuick = map[string]string{
 	"retention-compare":          "false",
 }
 
+// validate checks the retention flags.
 func (c *retentionConfig) validate() error {
 	switch {
 	case c.duration <= 0 || c.warmup < 0 || c.warmup >= c.duration:
@@ -698,6 +699,7 @@ func driftVerdict(t thirds, drift float64) string {
 	return atMost(math.Abs(t.Change), drift)
 }
 
+// thirdsText formats t as "first → last (change)", or says why there is none.
 func thirdsText(t thirds, format string) string {
 	if !t.Judged && t.First == 0 && t.Last == 0 {
 		return "n/a (" + t.Why + ")"
@@ -705,6 +707,7 @@ func thirdsText(t thirds, format string) string {
 	return fmt.Sprintf(format+" → "+format+" (%+.1f %%)", t.First, t.Last, t.Change*100)
 }
 
+// endSizes lists the database's size and each table's at the end of r, in MB.
 func endSizes(r retentionResult) string {
 	mb := func(n int64) string { return fmt.Sprintf("%.0f", float64(n)/1e6) }
 	parts := []string{mb(r.EndDBBytes)}
@@ -714,6 +717,7 @@ func endSizes(r retentionResult) string {
 	return strings.Join(parts, " / ")
 }
 
+// sumValues adds up the values of m.
 func sumValues(m map[string]int64) int64 {
 	var n int64
 	for _, v := range m {
@@ -795,10 +799,12 @@ type soldCounter struct {
 	sold  map[string]int64
 }
 
+// newSoldCounter wraps d.
 func newSoldCounter(d design) *soldCounter {
 	return &soldCounter{design: d, items: map[string][2]orderItem{}, sold: map[string]int64{}}
 }
 
+// create creates the order and remembers its items.
 func (c *soldCounter) create(ctx context.Context, id string, it [2]orderItem, timeout time.Duration) error {
 	if err := c.design.create(ctx, id, it, timeout); err != nil {
 		return err
@@ -809,6 +815,8 @@ func (c *soldCounter) create(ctx context.Context, id string, it [2]orderItem, ti
 	return nil
 }
 
+// confirm confirms the payment and, when the order became PAID, counts its
+// items as sold.
 func (c *soldCounter) confirm(ctx context.Context, id, payment string) (bool, error) {
 	paid, err := c.design.confirm(ctx, id, payment)
 	if paid {
@@ -822,6 +830,7 @@ func (c *soldCounter) confirm(ctx context.Context, id, payment string) (bool, er
 	return paid, err
 }
 
+// soldUnits returns the units sold so far per SKU.
 func (c *soldCounter) soldUnits() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
