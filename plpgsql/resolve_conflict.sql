@@ -4,10 +4,12 @@
 -- any gateway call, and from then on the refund is the only way it can end;
 -- the sidecar refunds at the gateway with the payment id as idempotency key
 -- and records it with finish_refund. A retry after any failure continues the
--- same refund.
+-- same refund. The note, optional, is the operator's reason: it is kept on
+-- the conflict (conflicts.note) and in the event, with the actor.
 CREATE FUNCTION ordertimeout.resolve_conflict(
     conflict_id bigint,
-    resolution  text)
+    resolution  text,
+    note        text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
@@ -32,6 +34,11 @@ BEGIN
     IF resolve_conflict.resolution IS NULL THEN
         RAISE EXCEPTION 'resolution must not be null'
             USING ERRCODE = 'OT100';
+    END IF;
+    IF resolve_conflict.note IS NOT NULL AND NOT ordertimeout._is_plain_text(resolve_conflict.note, 500) THEN
+        RAISE EXCEPTION 'note must be 1 to 500 characters without control, format or line-separator characters (got % characters)',
+            char_length(resolve_conflict.note)
+            USING ERRCODE = 'OT149';
     END IF;
     v_outcome := CASE resolve_conflict.resolution
                      WHEN 'reinstate' THEN 'reinstated'
@@ -79,11 +86,12 @@ BEGIN
         UPDATE ordertimeout.conflicts AS c
         SET state = 'refunding',
             refund_started_at = v_now,
-            refund_started_by = v_actor
+            refund_started_by = v_actor,
+            note = resolve_conflict.note
         WHERE c.conflict_id = resolve_conflict.conflict_id;
         PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
-            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunding',
-                               'payment_id', v_conflict.payment_id),
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunding',
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
             webhook => true);
         PERFORM pg_notify('ordertimeout_conflict', '');
         RETURN 'refunding';
@@ -118,13 +126,13 @@ BEGIN
         SET status = 'confirmed'
         WHERE p.payment_id = v_conflict.payment_id;
         PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, 'PAID', 'conflict', v_now,
-            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
-                               'payment_id', v_conflict.payment_id),
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
             webhook => true);
     ELSE
         PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
-            jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
-                               'payment_id', v_conflict.payment_id),
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
             webhook => true);
     END IF;
 
@@ -132,11 +140,12 @@ BEGIN
     SET state = 'resolved',
         resolution = v_outcome,
         resolved_at = v_now,
-        resolved_by = v_actor
+        resolved_by = v_actor,
+        note = resolve_conflict.note
     WHERE c.conflict_id = resolve_conflict.conflict_id;
     RETURN v_outcome;
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text) IS
-    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134)';
+COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text, text) IS
+    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134); note, optional, is kept with the resolution (OT149 when not 1-500 plain characters)';

@@ -29,7 +29,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.next_due(),
     ordertimeout.plan_sleep(interval),
     ordertimeout.rescue_stuck_jobs(interval, integer),
-    ordertimeout.resolve_conflict(bigint, text),
+    ordertimeout.resolve_conflict(bigint, text, text),
     ordertimeout.finish_refund(bigint, text),
     ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text),
     ordertimeout.reconcile_watermark(text),

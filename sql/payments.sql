@@ -42,6 +42,7 @@ CREATE TABLE ordertimeout.conflicts (
     refund_started_by text,
     refund_id         text,
     cause             text        NOT NULL DEFAULT 'payment',
+    note              text,
     CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     CONSTRAINT conflicts_order_exists
@@ -57,6 +58,7 @@ CREATE TABLE ordertimeout.conflicts (
     CONSTRAINT conflicts_refund_started_ends_refunded
         CHECK (refund_started_at IS NULL OR state = 'refunding' OR coalesce(resolution, '') = 'refunded'),
     CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL),
+    CONSTRAINT conflicts_note_length CHECK (char_length(note) BETWEEN 1 AND 500),
     CONSTRAINT conflicts_cause_known CHECK (cause IN ('payment', 'reconcile'))
 );
 
@@ -71,6 +73,7 @@ COMMENT ON COLUMN ordertimeout.conflicts.state IS
 COMMENT ON COLUMN ordertimeout.conflicts.cause IS
     'how the money was found: payment (confirm_payment: a callback or a gateway check) or reconcile (the gateway''s records: a lost callback)';
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
+COMMENT ON COLUMN ordertimeout.conflicts.note IS 'the note of whoever resolved it (resolve_conflict''s note), if any';
 COMMENT ON COLUMN ordertimeout.payments.currency IS
     'the payment''s currency as confirmed (the order''s when the caller gave none)';
 

@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -93,6 +94,8 @@ type config struct {
 	capacityCreated  float64
 	capacityOverdue  time.Duration
 
+	retention retentionConfig
+
 	plotDir string
 	jsonOut string
 	mdOut   string
@@ -100,7 +103,7 @@ type config struct {
 	keep    bool
 }
 
-var allScenarios = []string{"create", "drain", "steady", "capacity", "race", "backlog"}
+var allScenarios = []string{"create", "drain", "steady", "capacity", "race", "backlog", "retention"}
 
 func parseFlags(args []string) (*config, error) {
 	cfg := &config{}
@@ -153,6 +156,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.capacityLagP99, "capacity-lag-p99", 100*time.Millisecond, "capacity: keeps up only with a cancel lag p99 at most this")
 	fs.Float64Var(&cfg.capacityCreated, "capacity-created", 0.97, "capacity: keeps up only when at least this fraction of the asked orders was created")
 	fs.DurationVar(&cfg.capacityOverdue, "capacity-overdue-after", 5*time.Second, "capacity: keeps up only when no PENDING order is past its deadline this long after the producer stops")
+	addRetentionFlags(fs, &cfg.retention)
 	fs.StringVar(&cfg.plotDir, "plot-dir", ".cache/bench", "where to write the SVG plots (empty: no plots)")
 	fs.StringVar(&cfg.jsonOut, "json-out", "", "also write the JSON lines to this file")
 	fs.StringVar(&cfg.mdOut, "md-out", "", "also write the summary as a markdown table to this file")
@@ -183,6 +187,7 @@ func parseFlags(args []string) (*config, error) {
 			"capacity-duration":      "3s",
 			"capacity-overdue-after": "4s",
 		}
+		maps.Copy(quick, retentionQuick)
 		for name, value := range quick {
 			if set[name] {
 				continue
@@ -226,6 +231,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("--capacity-duration must be more than 0 and --capacity-created in (0, 1]")
 	case cfg.steadyRate < 1 || cfg.steadyPaid < 0 || cfg.steadyPaid > 1:
 		return nil, errors.New("--steady-rate must be at least 1 and --steady-paid between 0 and 1")
+	}
+	if err := cfg.retention.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.pgbench == "" {
 		cfg.pgbench = envOr("PGBIN", "/usr/lib/postgresql/15/bin") + "/pgbench"
@@ -317,6 +325,8 @@ func realMain(ctx context.Context, args []string) error {
 			err = b.runCapacity(ctx)
 		case "backlog":
 			err = b.runBacklog(ctx)
+		case "retention":
+			err = b.runRetention(ctx)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -34,22 +34,19 @@ func TestMain(m *testing.M) {
 	_ = os.RemoveAll(dir)
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
+// build builds the binaries once per test process.
+var build = sync.OnceValues(func() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return sidecarproc.Build(ctx, binDir)
+})
 
-// binary returns the ordertimeout binary, built once per test process.
+// binary returns the ordertimeout binary (the fake gateway's is next to it).
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		builtBin, buildErr = sidecarproc.Build(ctx, binDir)
-	})
-	require.NoError(t, buildErr)
-	return builtBin
+	bin, err := build()
+	require.NoError(t, err)
+	return bin
 }
 
 // env is one test's world: a migrated database, the fake gateway process

@@ -47,12 +47,6 @@ var clockSkew = func() int64 {
 }()
 `
 
-var (
-	skewOnce sync.Once
-	skewBin  string
-	skewErr  error
-)
-
 // skewedBinary builds the ordertimeout binary with a time package whose Now
 // adds $ORDERTIMEOUT_TEST_CLOCK_SKEW to the wall clock (go build -overlay).
 //
@@ -64,14 +58,16 @@ var (
 // durations) stays true, as it does on a machine whose wall clock is off.
 func skewedBinary(t *testing.T) string {
 	t.Helper()
-	skewOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		skewBin, skewErr = buildSkewed(ctx)
-	})
-	require.NoError(t, skewErr)
-	return skewBin
+	bin, err := buildSkewedOnce()
+	require.NoError(t, err)
+	return bin
 }
+
+var buildSkewedOnce = sync.OnceValues(func() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	return buildSkewed(ctx)
+})
 
 func buildSkewed(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()

@@ -82,7 +82,7 @@ func (l *load) call(ctx context.Context, what string, fn func() error) bool {
 		}
 		l.retries.Add(1)
 		l.mu.Lock()
-		l.seen[kind(err)] = true
+		l.seen[pgcluster.ErrorKind(err)] = true
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -90,20 +90,6 @@ func (l *load) call(ctx context.Context, what string, fn func() error) bool {
 		}
 	}
 	return false
-}
-
-// kind names the kind of a retried error: its SQLSTATE, or the end of its
-// message (the innermost cause).
-func kind(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return "SQLSTATE " + pgErr.Code
-	}
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
-	}
-	return msg
 }
 
 // create makes orders one after another, each retried with the same id and

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -35,35 +32,10 @@ func build(t *testing.T) string {
 	return bin
 }
 
-// process is a running sidecar binary.
-type process struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs `bin run` against databaseURL with the given extra flags; the
 // process is killed when the test ends if still running, and its output
 // logged if the test failed.
-func start(t *testing.T, bin, databaseURL, gatewayURL, name string, flags ...string) *process {
+func start(t *testing.T, bin, databaseURL, gatewayURL, name string, flags ...string) *sidecarproc.Process {
 	t.Helper()
 	args := append([]string{"run",
 		"--name", name,
@@ -77,38 +49,17 @@ func start(t *testing.T, bin, databaseURL, gatewayURL, name string, flags ...str
 		// worker slot.
 		"--reconcile-every", "0",
 	}, flags...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
-	p := &process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
+	out := &sidecarproc.Buffer{}
+	p, err := sidecarproc.Start(sidecarproc.Command{Name: "sidecar " + name, Bin: bin, Args: args,
+		Env: []string{"DATABASE_URL=" + databaseURL}, Output: out})
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
+		_ = p.Kill()
 		if t.Failed() {
-			t.Logf("output of sidecar %s:\n%s", name, p.out.String())
+			t.Logf("output of sidecar %s:\n%s", name, out.String())
 		}
 	})
 	return p
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *process) wait(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("sidecar did not exit within %s", within)
-	}
-	return p.cmd.ProcessState.ExitCode()
 }
 
 func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int64 {
@@ -137,8 +88,7 @@ func TestKillDuringDrain(t *testing.T) {
 	sidecartest.Eventually(t, 30*time.Second, "the drain to be under way", func() (bool, error) {
 		return count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") >= 500, nil
 	})
-	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
-	first.wait(t, 10*time.Second)
+	require.NoError(t, first.Kill())
 	// A sweep the dead process had sent may still commit: wait for its
 	// sessions to end before counting.
 	sidecartest.Eventually(t, 30*time.Second, "the killed sidecar's sessions to end", func() (bool, error) {
@@ -193,8 +143,7 @@ func TestGracefulShutdown(t *testing.T) {
 	p := start(t, bin, url, gw, "g1", "--shutdown-timeout", "1s", "--gateway-timeout", "60s", "--max-workers", "5")
 	sidecartest.Eventually(t, 30*time.Second, "checks in flight", func() (bool, error) { return running() == 5, nil })
 	begin := time.Now()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.Equal(t, 0, p.wait(t, 10*time.Second), "exit code")
+	require.NoError(t, p.Stop(10*time.Second), "SIGTERM: exit code 0 within 10 s")
 	require.Less(t, time.Since(begin), 5*time.Second)
 	require.Zero(t, running(), "no job left running")
 	require.EqualValues(t, orders, count(t, db, `SELECT count(*) FROM river_job
@@ -209,8 +158,7 @@ func TestGracefulShutdown(t *testing.T) {
 	p = start(t, bin, url, gw, "g2", "--shutdown-timeout", "10s", "--max-workers", "5")
 	sidecartest.Eventually(t, 30*time.Second, "checks in flight", func() (bool, error) { return running() >= 1, nil })
 	begin = time.Now()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.Equal(t, 0, p.wait(t, 10*time.Second), "exit code")
+	require.NoError(t, p.Stop(10*time.Second), "SIGTERM: exit code 0 within 10 s")
 	require.Less(t, time.Since(begin), 5*time.Second)
 	require.Zero(t, running(), "no job left running")
 	require.Positive(t, count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'"))

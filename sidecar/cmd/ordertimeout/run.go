@@ -65,6 +65,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.CloseAfter, "close-after", 0, "every minute, move CANCELLED orders cancelled longer ago than this to CLOSED (close_cancelled); 0: never")
 	f.Duration(&cfg.PurgeAfter, "purge-after", 0, "every minute, delete CLOSED orders closed longer ago than this with every row about them (purge_orders); 0: never")
 	f.Duration(&cfg.PurgePaidAfter, "purge-paid-after", 0, "with --purge-after, also delete PAID orders paid longer ago than this; 0: keep them")
+	f.Duration(&cfg.JobRetention, "job-retention", sidecar.DefaultJobRetention, "how long River keeps completed and cancelled jobs (payment checks, closes, webhooks) before deleting them; discarded ones are kept 7 days")
 	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
 	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/, /console/); \"-\" disables it")
 	f.String(&allowedHosts, "http-allowed-hosts", "", "comma-separated host names the HTTP server may be reached at besides IP addresses, localhost and the host of --http (requests naming any other Host get 403: DNS rebinding)")

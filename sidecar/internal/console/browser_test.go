@@ -207,22 +207,28 @@ func TestInTheBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(op, chromedp.WaitVisible(chromedp.CSS("#running"))))
 	require.EqualValues(t, 0, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 
-	// The operator reinstates the late payment of the exact amount.
+	// The operator reinstates the late payment of the exact amount, with a
+	// note saying why.
 	visit(op, "/console/conflicts", "#open-conflicts")
 	require.Equal(t, 2, count(op, "#open-conflicts tbody tr"))
 	shoot(op, "conflicts")
+	const note = "the buyer still wants it; stock checked"
+	require.NoError(t, chromedp.Do(op, chromedp.SendKeys(fmt.Sprintf(`#conflict-%d input[name="note"]`, s.LateID), note)))
 	resp, err := chromedp.RunResponse(op, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#conflict-%d button[value="reinstate"]`, s.LateID))))
 	require.NoError(t, err)
 	require.EqualValues(t, http.StatusOK, resp.Status)
 	require.Contains(t, resp.URL, fmt.Sprintf("/console/conflicts?resolved=%d&outcome=reinstated", s.LateID))
 	require.NoError(t, chromedp.Do(op, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#resolved-%d", s.LateID)))))
 	require.Contains(t, text(op, fmt.Sprintf("#resolved-%d", s.LateID)), "console:olga")
+	require.Contains(t, text(op, fmt.Sprintf("#resolved-%d", s.LateID)), note, "the note is shown with the resolution")
 	require.Equal(t, 1, count(op, "#open-conflicts tbody tr"))
 	shoot(op, "conflicts-resolved")
 	c := readConflict(t, db, s.LateID)
 	require.Equal(t, "resolved", c.State)
 	require.Equal(t, "reinstated", *c.Resolution)
 	require.Equal(t, "console:olga", *c.ResolvedBy)
+	require.NotNil(t, c.Note)
+	require.Equal(t, note, *c.Note, "the note is kept on the conflict")
 	require.EqualValues(t, 1, c.Events, "one resolution event")
 	require.Equal(t, "PAID", sidecartest.Status(t, db, lateOrder))
 

@@ -93,6 +93,7 @@ type conflictRow struct {
 	State      string
 	Resolution *string
 	ResolvedBy *string
+	Note       *string
 	Events     int64 // events recording a resolution of it
 }
 
@@ -100,11 +101,11 @@ func readConflict(t testing.TB, db *pgxpool.Pool, id int64) conflictRow {
 	t.Helper()
 	var c conflictRow
 	err := db.QueryRow(bg, `
-		SELECT c.state, c.resolution, coalesce(c.resolved_by, c.refund_started_by),
+		SELECT c.state, c.resolution, coalesce(c.resolved_by, c.refund_started_by), c.note,
 		       (SELECT count(*) FROM ordertimeout.events AS e
 		         WHERE e.cause = 'conflict' AND (e.detail ->> 'conflict_id')::bigint = c.conflict_id)
 		FROM ordertimeout.conflicts AS c WHERE c.conflict_id = $1`, id).
-		Scan(&c.State, &c.Resolution, &c.ResolvedBy, &c.Events)
+		Scan(&c.State, &c.Resolution, &c.ResolvedBy, &c.Note, &c.Events)
 	require.NoError(t, err)
 	return c
 }

@@ -184,6 +184,7 @@ type resolvedConflict struct {
 	ResolvedAt                           *time.Time
 	ResolvedBy, RefundStartedBy          *string
 	RefundID                             *string
+	Note                                 *string // the resolver's note
 }
 
 type conflictsData struct {
@@ -242,7 +243,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 
 	rows, err = db.Query(ctx, `
 		SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.resolution, c.amount::text, c.currency,
-		       c.resolved_at, c.resolved_by, c.refund_started_by, c.refund_id
+		       c.resolved_at, c.resolved_by, c.refund_started_by, c.refund_id, c.note
 		FROM ordertimeout.conflicts AS c
 		WHERE c.state = 'resolved'
 		ORDER BY c.resolved_at DESC, c.conflict_id DESC
@@ -251,7 +252,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 		for rows.Next() {
 			var c resolvedConflict
 			if err = rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.Resolution, &c.Amount, &c.Currency,
-				&c.ResolvedAt, &c.ResolvedBy, &c.RefundStartedBy, &c.RefundID); err != nil {
+				&c.ResolvedAt, &c.ResolvedBy, &c.RefundStartedBy, &c.RefundID, &c.Note); err != nil {
 				break
 			}
 			d.Resolved = append(d.Resolved, c)
@@ -298,7 +299,8 @@ func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 		h.fail(w, r, http.StatusForbidden, why)
 		return nil
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	// A note of 500 characters, URL-encoded, is up to 6,000 bytes.
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, http.StatusBadRequest, "The form could not be read.")
 		return nil
@@ -330,7 +332,14 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution)
+	// The note is the operator's reason; the database refuses one it cannot
+	// keep as plain text (OT149), which is shown like any refusal.
+	var note *string
+	if n := strings.TrimSpace(r.PostForm.Get("note")); n != "" {
+		note = &n
+	}
+
+	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT") {
@@ -355,10 +364,10 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded
 // for this transaction only.
-func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string) (string, error) {
+func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string, note *string) (string, error) {
 	var outcome string
 	err := h.act(ctx, actor, func(ctx context.Context, tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2)`, id, resolution).Scan(&outcome)
+		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2, $3)`, id, resolution, note).Scan(&outcome)
 	})
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
@@ -458,6 +467,7 @@ type orderConflict struct {
 	Amount, Currency, Resolution          *string
 	DetectedAt, ResolvedAt                *time.Time
 	ResolvedBy, RefundStartedBy, RefundID *string
+	Note                                  *string
 }
 
 type event struct {
@@ -620,7 +630,7 @@ func (h *Handler) readOrderTables(ctx context.Context, orderID string, d *orderD
 	}
 	rows, err = db.Query(ctx, `
 		SELECT conflict_id, payment_id, kind, state, amount::text, currency, resolution,
-		       detected_at, resolved_at, resolved_by, refund_started_by, refund_id
+		       detected_at, resolved_at, resolved_by, refund_started_by, refund_id, note
 		FROM ordertimeout.conflicts WHERE order_id = $1
 		ORDER BY detected_at, conflict_id
 		LIMIT $2`, orderID, maxRows)
@@ -630,7 +640,7 @@ func (h *Handler) readOrderTables(ctx context.Context, orderID string, d *orderD
 	d.Conflicts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (orderConflict, error) {
 		var x orderConflict
 		err := row.Scan(&x.ID, &x.PaymentID, &x.Kind, &x.State, &x.Amount, &x.Currency, &x.Resolution,
-			&x.DetectedAt, &x.ResolvedAt, &x.ResolvedBy, &x.RefundStartedBy, &x.RefundID)
+			&x.DetectedAt, &x.ResolvedAt, &x.ResolvedBy, &x.RefundStartedBy, &x.RefundID, &x.Note)
 		return x, err
 	})
 	return err

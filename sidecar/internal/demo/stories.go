@@ -46,6 +46,18 @@ type StoryResult struct {
 	Outcome string // what happened, in a sentence
 }
 
+// paysSoon plays a buyer who orders one sku and pays a tenth of the timeout
+// later, the gateway behaving as behaviour says.
+func paysSoon(t timing, id, sku, behaviour string) func(ctx context.Context, s *shop) error {
+	return func(ctx context.Context, s *shop) error {
+		o, err := s.create(ctx, id, []item{{sku, 1}}, "", "", 0)
+		if err != nil || !sleep(ctx, t.timeout/10) {
+			return err
+		}
+		return s.pay(ctx, o, behaviour)
+	}
+}
+
 // newStories returns the stories, in the order they start.
 func newStories(t timing) []*story {
 	return []*story{
@@ -60,27 +72,15 @@ func newStories(t timing) []*story {
 			verify: verifyAbandoned,
 		},
 		{
-			id:   StorySilent,
-			what: "pays; the gateway takes the money but never calls the shop back",
-			play: func(ctx context.Context, s *shop) error {
-				o, err := s.create(ctx, StorySilent, []item{{"poster", 1}}, "", "", 0)
-				if err != nil || !sleep(ctx, t.timeout/10) {
-					return err
-				}
-				return s.pay(ctx, o, fakegateway.Silent)
-			},
+			id:     StorySilent,
+			what:   "pays; the gateway takes the money but never calls the shop back",
+			play:   paysSoon(t, StorySilent, "poster", fakegateway.Silent),
 			verify: verifySilent,
 		},
 		{
-			id:   StoryDeclined,
-			what: "pays; the card is declined and the buyer gives up",
-			play: func(ctx context.Context, s *shop) error {
-				o, err := s.create(ctx, StoryDeclined, []item{{"tee-white", 1}}, "", "", 0)
-				if err != nil || !sleep(ctx, t.timeout/10) {
-					return err
-				}
-				return s.pay(ctx, o, fakegateway.Decline)
-			},
+			id:     StoryDeclined,
+			what:   "pays; the card is declined and the buyer gives up",
+			play:   paysSoon(t, StoryDeclined, "tee-white", fakegateway.Decline),
 			verify: verifyDeclined,
 		},
 		{
@@ -207,6 +207,15 @@ func since(events []event, e event) string {
 func isCancel(e event) bool { return e.to == "CANCELLED" && e.from != "CANCELLED" }
 func isPaid(e event) bool   { return e.to == "PAID" }
 
+// orderHistory returns the order's status, cancel cause and events.
+func orderHistory(ctx context.Context, db *pgxpool.Pool, orderID string) (status, cause string, events []event, err error) {
+	if status, cause, err = orderStatus(ctx, db, orderID); err != nil {
+		return "", "", nil, err
+	}
+	events, err = loadEvents(ctx, db, orderID)
+	return status, cause, events, err
+}
+
 // status returns an order's status and cancel cause.
 func orderStatus(ctx context.Context, db *pgxpool.Pool, orderID string) (status, cause string, err error) {
 	err = db.QueryRow(ctx,
@@ -236,11 +245,7 @@ LIMIT 1`, orderID).Scan(&kind, &resolution)
 
 func verifyAbandoned(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 	r := StoryResult{ID: StoryAbandoned}
-	status, cause, err := orderStatus(ctx, db, r.ID)
-	if err != nil {
-		return r, err
-	}
-	events, err := loadEvents(ctx, db, r.ID)
+	status, cause, events, err := orderHistory(ctx, db, r.ID)
 	if err != nil {
 		return r, err
 	}
@@ -274,11 +279,7 @@ ORDER BY CASE kind WHEN 'stock' THEN 1 WHEN 'coupon' THEN 2 ELSE 3 END, resource
 
 func verifySilent(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 	r := StoryResult{ID: StorySilent}
-	status, _, err := orderStatus(ctx, db, r.ID)
-	if err != nil {
-		return r, err
-	}
-	events, err := loadEvents(ctx, db, r.ID)
+	status, _, events, err := orderHistory(ctx, db, r.ID)
 	if err != nil {
 		return r, err
 	}
@@ -303,11 +304,7 @@ func verifySilent(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 // resolved by the policy: reinstated, or refunded if the stock is gone.
 func verifyQR(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 	r := StoryResult{ID: StoryQR}
-	status, _, err := orderStatus(ctx, db, r.ID)
-	if err != nil {
-		return r, err
-	}
-	events, err := loadEvents(ctx, db, r.ID)
+	status, _, events, err := orderHistory(ctx, db, r.ID)
 	if err != nil {
 		return r, err
 	}
@@ -346,11 +343,7 @@ LIMIT 1`, r.ID).Scan(&cause, &kind, &resolution)
 
 func verifyDeclined(ctx context.Context, db *pgxpool.Pool) (StoryResult, error) {
 	r := StoryResult{ID: StoryDeclined}
-	status, cause, err := orderStatus(ctx, db, r.ID)
-	if err != nil {
-		return r, err
-	}
-	events, err := loadEvents(ctx, db, r.ID)
+	status, cause, events, err := orderHistory(ctx, db, r.ID)
 	if err != nil {
 		return r, err
 	}

@@ -16,16 +16,14 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 )
 
 func TestClientAgainstFake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fake := fakegateway.New(nil, nil)
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	t.Cleanup(fake.Close)
-	c := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
+	fake, url := sidecartest.Fake(t, nil)
+	c := &gateway.Client{BaseURL: url, Timeout: time.Second}
 
 	o, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.NoError(t, err)
@@ -65,7 +63,7 @@ func TestClientAgainstFake(t *testing.T) {
 
 	// A slow gateway: the per-request timeout ends it.
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Slow, DelayMS: 2000}))
-	slow := &gateway.Client{BaseURL: srv.URL, Timeout: 100 * time.Millisecond, Retries: -1}
+	slow := &gateway.Client{BaseURL: url, Timeout: 100 * time.Millisecond, Retries: -1}
 	start := time.Now()
 	_, err = slow.Order(ctx, gateway.Ref{OrderID: "A1"})
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
@@ -311,11 +309,8 @@ func TestOrderIDsAreEscapedInPaths(t *testing.T) {
 	}
 	require.Equal(t, []string{"/v1/orders/%2E", "/v1/orders/%2E%2E", "/v1/orders/a%2Fb", "/v1/orders/a%3Fb", "/v1/orders/a%23b", "/v1/orders/%25"}, paths)
 
-	fake := fakegateway.New(nil, nil)
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	t.Cleanup(fake.Close)
-	c := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
+	fake, url := sidecartest.Fake(t, nil)
+	c := &gateway.Client{BaseURL: url, Timeout: time.Second}
 	for i, id := range ids {
 		pid := fmt.Sprintf("P%d", i)
 		require.NoError(t, fake.Set(ctx, id, fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: pid, Amount: "1.50"}))
@@ -334,7 +329,7 @@ func TestOrderIDsAreEscapedInPaths(t *testing.T) {
 	require.Equal(t, len(ids), fake.Stats().Closes)
 
 	// The fake's control API takes escaped ids too.
-	resp, err := http.Get(srv.URL + "/_fake/orders/" + gateway.PathSegment(".."))
+	resp, err := http.Get(url + "/_fake/orders/" + gateway.PathSegment(".."))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var st fakegateway.OrderState

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 )
 
 // The fake lists what it took, silent payments and refunds included, and
@@ -20,11 +21,8 @@ import (
 func TestPaymentsAgainstFake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fake := fakegateway.New(nil, nil)
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	t.Cleanup(fake.Close)
-	c := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
+	fake, url := sidecartest.Fake(t, nil)
+	c := &gateway.Client{BaseURL: url, Timeout: time.Second}
 	start := time.Now().Add(-time.Second)
 
 	ps, err := c.Payments(ctx, start, 10)

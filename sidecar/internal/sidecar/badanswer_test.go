@@ -15,6 +15,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 // scriptedGateway is a real HTTP server speaking the gateway contract whose
@@ -61,24 +62,6 @@ func (g *scriptedGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(body))
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A bad gateway answer changes nothing, whatever it seems to say: the job
 // snoozes with a growing pause (no attempt used, no error recorded, never
 // discarded), an error line names the order and the problem, and
@@ -93,7 +76,7 @@ func TestBadGatewayAnswersChangeNothing(t *testing.T) {
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
 	gw, gwURL := newScriptedGateway(t)
-	logs := &syncBuffer{}
+	logs := &sidecarproc.Buffer{}
 	cfg := sidecartest.Config(pgtest.URL(t, db), gwURL, "s1")
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 

@@ -203,9 +203,13 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter + riverRescueBackstop,
-		PeriodicJobs:         periodic,
-		Workers:              workers,
-		Test:                 river.TestConfig{Time: s.clock},
+		// Finished jobs are kept for the River UI, then deleted by River's
+		// cleaner: bounded storage for River's table too.
+		CompletedJobRetentionPeriod: cfg.JobRetention,
+		CancelledJobRetentionPeriod: cfg.JobRetention,
+		PeriodicJobs:                periodic,
+		Workers:                     workers,
+		Test:                        river.TestConfig{Time: s.clock},
 	})
 	if err != nil {
 		return fmt.Errorf("create River client: %w", err)

@@ -33,6 +33,8 @@ const (
 	DefaultRescueAfter     = 2 * time.Minute
 	DefaultConflictRescan  = 5 * time.Minute
 	DefaultRetentionEvery  = time.Minute
+	// DefaultJobRetention is River's own default for finished jobs.
+	DefaultJobRetention = 24 * time.Hour
 )
 
 // riverRescueBackstop is added to RescueAfter for River's own stuck-job
@@ -101,6 +103,10 @@ type Config struct {
 	PurgeAfter     time.Duration
 	PurgePaidAfter time.Duration
 	RetentionEvery time.Duration
+	// JobRetention is how long River keeps completed and cancelled jobs of
+	// queue ordertimeout before its cleaner deletes them (discarded ones
+	// are kept River's 7 days). If zero, DefaultJobRetention.
+	JobRetention time.Duration
 
 	// HTTPAddr is where the HTTP server listens; "-" disables it. If empty,
 	// server.DefaultAddr.
@@ -199,6 +205,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+	}
+	if cfg.JobRetention == 0 {
+		cfg.JobRetention = DefaultJobRetention
+	}
+	if cfg.JobRetention < time.Minute || cfg.JobRetention > 30*24*time.Hour {
+		return Config{}, fmt.Errorf("job-retention must be between 1m and 720h, got %s", cfg.JobRetention)
 	}
 	if err := checkRetention(&cfg); err != nil {
 		return Config{}, err

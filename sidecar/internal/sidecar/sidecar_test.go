@@ -634,6 +634,16 @@ func TestNewRefusesRescueBeforeJobTimeout(t *testing.T) {
 	require.ErrorContains(t, err, "rescue-after must be between 1s and 24h")
 }
 
+func TestNewRefusesAJobRetentionOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Second, -time.Hour, 31 * 24 * time.Hour} {
+		cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+		cfg.JobRetention = d
+		_, err := sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "job-retention must be between 1m and 720h", "%s", d)
+	}
+}
+
 // riverUIPost POSTs body to path of the sidecar's HTTP server at addr, with
 // the Host header host and the headers given, as curl or a browser would.
 func riverUIPost(t *testing.T, addr, path, host, body string, header map[string]string, user, password string) (int, string) {

@@ -339,3 +339,17 @@ func Unavailable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) ||
 		strings.Contains(err.Error(), "conn closed")
 }
+
+// ErrorKind names an error for a report: its SQLSTATE, or the end of its
+// message (the innermost cause).
+func ErrorKind(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return "SQLSTATE " + pgErr.Code
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return msg
+}

@@ -86,20 +86,7 @@ func (l *ledger) noteErr(what string, err error) {
 	if l.errs == nil {
 		l.errs = map[string]int{}
 	}
-	l.errs[what+": "+errKind(err)]++
-}
-
-// errKind names an error by its SQLSTATE, or by its innermost message.
-func errKind(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return "SQLSTATE " + pgErr.Code
-	}
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
-	}
-	return msg
+	l.errs[what+": "+pgcluster.ErrorKind(err)]++
 }
 
 // produce creates orders at Rate until produceCtx ends, then lets the orders

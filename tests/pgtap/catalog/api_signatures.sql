@@ -41,7 +41,7 @@ SELECT results_eq(
     ('reconcile_payments', 'transactions jsonb, period_start timestamp with time zone, period_end timestamp with time zone, report_missing boolean DEFAULT true, source text DEFAULT NULL::text', 'TABLE(line integer, payment_id text, order_id text, outcome text, detail text)'),
     ('reconcile_watermark', 'source text', 'timestamp with time zone'),
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
-    ('resolve_conflict', 'conflict_id bigint, resolution text', 'text'),
+    ('resolve_conflict', 'conflict_id bigint, resolution text, note text DEFAULT NULL::text', 'text'),
     ('run_sweeper', 'IN max integer DEFAULT 1000, IN max_sleep interval DEFAULT ''00:00:00.1''::interval, IN duration interval DEFAULT NULL::interval', NULL),
     ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')
     $$,
