@@ -1,38 +1,44 @@
 // Command genmigration writes the golang-migrate migration that takes the
 // database from the functions, procedures and views of an earlier revision
-// to those of the working tree, so that they are generated, not copied by
-// hand.
+// to those of the working tree (or of a later revision), so that they are
+// generated, not copied by hand.
 //
 // It reads plpgsql/*.sql and sql/views.sql at the revision (git show) and in
 // the working tree, and writes migrations/NAME.up.sql and .down.sql:
 //
 //   - new views and functions: CREATE, with their COMMENT ON;
-//   - changed ones: CREATE OR REPLACE (a view's new columns go at the end:
-//     CREATE OR REPLACE VIEW cannot drop or retype one);
-//   - functions whose parameters (mode, name, type), result type or kind
-//     changed, or that lost a default: DROP, then CREATE (CREATE OR REPLACE
-//     cannot change those);
+//   - changed ones: CREATE OR REPLACE;
+//   - functions whose kind, parameters (mode, name, type) or result type
+//     changed, or that lost a default, and views whose columns changed: DROP,
+//     then CREATE (CREATE OR REPLACE cannot change those), together with the
+//     views whose definitions name them (DROP fails while a view reads one);
 //   - removed ones: DROP in up, CREATE again in down;
 //   - for every function it creates, EXECUTE revoked from PUBLIC, and for
-//     everything it creates the GRANTs of sql/grants.sql that name it (a
-//     view also gets those ON ALL TABLES IN SCHEMA).
+//     everything it creates the GRANTs of sql/grants.sql that name it or its
+//     kind (ON ALL TABLES IN SCHEMA, for a view).
 //
 // Statements come in sql/install.sql's order (views before the functions
 // that read them), drops of what is gone after everything that read it was
 // replaced; down restores the functions before it drops the new views.
 //
-// Tables are not diffed: ALTER TABLE and the like are written by hand in a
-// prelude file (put before the generated part of up) and a postlude file
-// (put after the generated part of down). Grants changed on objects that
-// already exist go there too.
+// Each file of plpgsql/ and sql/views.sql may hold only CREATE FUNCTION,
+// PROCEDURE or VIEW of the schema and COMMENT ON them; the tool refuses
+// anything else, naming the file and line. Tables are not diffed: ALTER
+// TABLE and the like are written by hand in a prelude file (put before the
+// generated part of up) and a postlude file (put after the generated part of
+// down). Grants changed on objects that already exist go there too, and so
+// does a DROP the tool cannot see coming: it follows dependencies by name in
+// view definitions only, not into function bodies (BEGIN ATOMIC), and it
+// cannot tell a view column's new type. `make check-migrations` finds those.
 //
-// Usage:
+// Usage (from the repository's root):
 //
-//	go run ./sidecar/cmd/genmigration -from daea0a1 -name 000012_own_river_tables_in_jobs \
+//	go run ./sidecar/cmd/genmigration -from daea0a1 -to 7fb75e4 \
+//	    -name 000012_own_river_tables_in_jobs \
 //	    -up-prelude migrations/hand/000012_own_river_tables_in_jobs.up-prelude.sql ...
 //
-// or `make gen-migration FROM=... NAME=...`, which passes the files of
-// migrations/hand/NAME.* that exist. Run it from the repository's root.
+// or `make gen-migration FROM=... [TO=...] NAME=...`, which passes the files
+// of migrations/hand/NAME.* that exist.
 package main
 
 import (

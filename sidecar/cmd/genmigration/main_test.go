@@ -552,3 +552,29 @@ ORDER BY 1`)
 	require.NoError(t, err)
 	return strings.Join(lines, "\n\n")
 }
+
+func TestParseGrants(t *testing.T) {
+	t.Parallel()
+	grants, err := parseGrants(`
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA s FROM PUBLIC;
+GRANT USAGE ON SCHEMA s TO a;
+GRANT USAGE, SELECT ON SEQUENCE s.seq TO a;
+GRANT a TO b;
+GRANT EXECUTE ON FUNCTION
+    s.f(integer, text),
+    s.g()
+TO a, b;
+GRANT EXECUTE ON ALL ROUTINES IN SCHEMA s TO c;
+GRANT SELECT ON s.v, other.w TO b;
+GRANT SELECT ON ALL TABLES IN SCHEMA s TO d;
+GRANT SELECT ON ALL TABLES IN SCHEMA other TO d;
+DO $$ BEGIN EXECUTE 'GRANT SELECT ON s.x TO a'; END $$;
+`, "s")
+	require.NoError(t, err)
+	require.Equal(t, []grant{
+		{privileges: "EXECUTE", targets: []string{"f", "g"}, roles: "a, b"},
+		{privileges: "EXECUTE", all: []string{kindFunction, kindProcedure}, roles: "c"},
+		{privileges: "SELECT", targets: []string{"v"}, roles: "b"},
+		{privileges: "SELECT", all: []string{kindView}, roles: "d"},
+	}, grants)
+}

@@ -234,7 +234,7 @@ func (d direction) privileges() string {
 		byKind := map[string][]string{}
 		var kinds []string
 		for _, o := range d.created {
-			if !(g.allTables && o.kind == kindView || slices.Contains(g.targets, o.name)) {
+			if !g.covers(o) {
 				continue
 			}
 			kind := o.kind

@@ -50,13 +50,18 @@ type snapshot struct {
 }
 
 // grant is one GRANT statement of sql/grants.sql: on the objects it names
-// (by unqualified name), or on every table and view of the schema when
-// allTables is set.
+// (by unqualified name), or on every object of the kinds in all (VIEW for ON
+// ALL TABLES IN SCHEMA, FUNCTION and PROCEDURE for ON ALL ROUTINES...).
 type grant struct {
 	privileges string
 	targets    []string
-	allTables  bool
+	all        []string
 	roles      string
+}
+
+// covers says whether the grant is about o.
+func (g grant) covers(o *object) bool {
+	return slices.Contains(g.all, o.kind) || slices.Contains(g.targets, o.name)
 }
 
 // The files the tool reads, relative to the repository's root.
@@ -82,7 +87,8 @@ var (
 	commentRE = regexp.MustCompile(`(?is)^COMMENT\s+ON\s+(FUNCTION|PROCEDURE|VIEW|COLUMN)\s+([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
 	includeRE = regexp.MustCompile(`(?m)^\\ir?\s+(\S+)`)
 	grantRE   = regexp.MustCompile(`(?is)^GRANT\s+(.+?)\s+ON\s+(.+?)\s+TO\s+(.+?)\s*;$`)
-	allTabRE  = regexp.MustCompile(`(?is)^ALL\s+TABLES\s+IN\s+SCHEMA\s+([A-Za-z_][A-Za-z0-9_]*)$`)
+	allRE     = regexp.MustCompile(`(?is)^ALL\s+(TABLES|FUNCTIONS|PROCEDURES|ROUTINES)\s+IN\s+SCHEMA\s+([A-Za-z_][A-Za-z0-9_]*)$`)
+	otherRE   = regexp.MustCompile(`(?is)^(ALL|SCHEMA|SEQUENCE|DATABASE|TYPE|DOMAIN|LANGUAGE|FOREIGN|LARGE|TABLESPACE|PARAMETER)\s`)
 	targetRE  = regexp.MustCompile(`(?is)^(?:(?:FUNCTION|PROCEDURE|ROUTINE|TABLE)\s+)?([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
 	orReplace = regexp.MustCompile(`(?is)^CREATE\s+(OR\s+REPLACE\s+)?`)
 )
@@ -418,16 +424,21 @@ func parseGrants(text, schema string) ([]grant, error) {
 		}
 		g := grant{privileges: oneLine(m[1]), roles: oneLine(m[3])}
 		on := strings.TrimSpace(m[2])
-		if a := allTabRE.FindStringSubmatch(on); a != nil {
-			if a[1] != schema {
+		if a := allRE.FindStringSubmatch(on); a != nil {
+			if a[2] != schema {
 				continue
 			}
-			g.allTables = true
+			g.all = map[string][]string{
+				"TABLES":     {kindView},
+				"FUNCTIONS":  {kindFunction},
+				"PROCEDURES": {kindProcedure},
+				"ROUTINES":   {kindFunction, kindProcedure},
+			}[strings.ToUpper(a[1])]
 			out = append(out, g)
 			continue
 		}
-		if regexp.MustCompile(`(?i)^SCHEMA\s`).MatchString(on) || regexp.MustCompile(`(?i)^ALL\s`).MatchString(on) {
-			continue
+		if otherRE.MatchString(on) {
+			continue // not about functions, procedures or views
 		}
 		items, err := splitTopLevel(on)
 		if err != nil {
