@@ -205,18 +205,13 @@ func generate(ctx context.Context, dir string, opt options) (string, string, err
 	if err != nil {
 		return "", "", err
 	}
-	prelude, err := readHand(dir, opt.upPrelude)
-	if err != nil {
-		return "", "", err
+	var hand [3]string
+	for i, name := range []string{opt.upPrelude, opt.downPostlude, opt.comment} {
+		if hand[i], err = readHand(dir, name); err != nil {
+			return "", "", err
+		}
 	}
-	postlude, err := readHand(dir, opt.downPostlude)
-	if err != nil {
-		return "", "", err
-	}
-	comment, err := readHand(dir, opt.comment)
-	if err != nil {
-		return "", "", err
-	}
+	prelude, postlude, comment := hand[0], hand[1], hand[2]
 	p := diff(from, to)
 	if p.empty() && prelude == "" && postlude == "" {
 		return "", "", fmt.Errorf("nothing to migrate: no function, procedure or view differs between %s and %s, and there is no prelude or postlude", opt.from, toLabel)
