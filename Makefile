@@ -128,14 +128,14 @@ gen-river-migrations: ## Rewrite River's migrations 000001-000008 from the River
 # tables are hand-written in migrations/hand/NAME.up-prelude.sql (before the
 # generated up) and NAME.down-postlude.sql (after the generated down), the why
 # in NAME.comment.txt; those that exist are passed. FORCE=1 writes an
-# unreleased migration again; 000012 goes to 7fb75e4, the commit before
-# 000013 changed plpgsql/ again:
-#   make gen-migration FROM=daea0a1 TO=7fb75e4 NAME=000012_own_river_tables_in_jobs FORCE=1
+# unreleased migration again; EXCLUDE=name,... leaves out the functions a
+# later migration changes (000013 changes resolve_conflict):
+#   make gen-migration FROM=daea0a1 NAME=000012_own_river_tables_in_jobs EXCLUDE=resolve_conflict FORCE=1
 HAND = migrations/hand/$(NAME)
 .PHONY: gen-migration
-gen-migration: ## Write migrations/NAME.{up,down}.sql from what plpgsql/ and sql/views.sql changed since FROM (TO=rev, FORCE=1)
-	@test -n "$(FROM)" -a -n "$(NAME)" || { echo "usage: make gen-migration FROM=<git revision> [TO=<git revision>] NAME=NNNNNN_verb_object [FORCE=1]" >&2; exit 2; }
-	$(GO) run ./sidecar/cmd/genmigration -from '$(FROM)' $(if $(TO),-to '$(TO)') -name '$(NAME)' \
+gen-migration: ## Write migrations/NAME.{up,down}.sql from what plpgsql/ and sql/views.sql changed since FROM (TO=, EXCLUDE=, FORCE=1)
+	@test -n "$(FROM)" -a -n "$(NAME)" || { echo "usage: make gen-migration FROM=<git revision> NAME=NNNNNN_verb_object [TO=<git revision>] [EXCLUDE=name,...] [FORCE=1]" >&2; exit 2; }
+	$(GO) run ./sidecar/cmd/genmigration -from '$(FROM)' $(if $(TO),-to '$(TO)') -name '$(NAME)' $(if $(EXCLUDE),-exclude '$(EXCLUDE)') \
 		$(if $(wildcard $(HAND).up-prelude.sql),-up-prelude $(HAND).up-prelude.sql) \
 		$(if $(wildcard $(HAND).down-postlude.sql),-down-postlude $(HAND).down-postlude.sql) \
 		$(if $(wildcard $(HAND).comment.txt),-comment $(HAND).comment.txt) \

@@ -31,14 +31,18 @@
 // view definitions only, not into function bodies (BEGIN ATOMIC), and it
 // cannot tell a view column's new type. `make check-migrations` finds those.
 //
+// A migration that has not shipped may be generated again (-force) after a
+// later edit of plpgsql/; when later migrations sit on top of it, -exclude
+// leaves out what they change (or -to ends the diff at a commit before them).
+//
 // Usage (from the repository's root):
 //
-//	go run ./sidecar/cmd/genmigration -from daea0a1 -to 7fb75e4 \
-//	    -name 000012_own_river_tables_in_jobs \
+//	go run ./sidecar/cmd/genmigration -from daea0a1 \
+//	    -name 000012_own_river_tables_in_jobs -exclude resolve_conflict \
 //	    -up-prelude migrations/hand/000012_own_river_tables_in_jobs.up-prelude.sql ...
 //
-// or `make gen-migration FROM=... [TO=...] NAME=...`, which passes the files
-// of migrations/hand/NAME.* that exist.
+// or `make gen-migration FROM=... NAME=... [EXCLUDE=...] [TO=...]`, which
+// passes the files of migrations/hand/NAME.* that exist.
 package main
 
 import (
@@ -74,6 +78,7 @@ type options struct {
 	from, to, name, dir, schema string
 	upPrelude, downPostlude     string
 	comment                     string
+	exclude                     string
 	force                       bool
 }
 
@@ -83,9 +88,11 @@ Writes migrations/NNNNNN_verb_object.up.sql and .down.sql: the CREATE, CREATE
 OR REPLACE, DROP, REVOKE and GRANT statements that take the functions,
 procedures and views of plpgsql/*.sql and sql/views.sql from revision REV to
 the working tree (or to -to REV), and back. Tables are not diffed: write
-their statements in the -up-prelude and -down-postlude files. Run it from the
-repository's root; make gen-migration FROM=REV NAME=NNNNNN_verb_object runs it
-with the files of migrations/hand/ for that name.
+their statements in the -up-prelude and -down-postlude files. Generating an
+unreleased migration again (-force) under a later one: -exclude what the later
+one changes. Run it from the repository's root; make gen-migration FROM=REV
+NAME=NNNNNN_verb_object runs it with the files of migrations/hand/ for that
+name.
 
 Flags:
 `
@@ -108,6 +115,7 @@ func run(ctx context.Context, dir string, args []string, stdout, stderr io.Write
 	fl.StringVar(&opt.upPrelude, "up-prelude", "", "`file` of hand-written SQL put first in the up migration, before the generated statements (ALTER TABLE ...)")
 	fl.StringVar(&opt.downPostlude, "down-postlude", "", "`file` of hand-written SQL put last in the down migration, after the generated statements (undoing the prelude)")
 	fl.StringVar(&opt.comment, "comment", "", "text `file` saying why: put at the top of both files as -- comment lines")
+	fl.StringVar(&opt.exclude, "exclude", "", "`names` of functions, procedures or views to leave out, comma-separated: those a later migration changes, when this one is generated again")
 	fl.BoolVar(&opt.force, "force", false, "overwrite the migration's files if they exist (to generate an unreleased migration again)")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -121,7 +129,7 @@ func run(ctx context.Context, dir string, args []string, stdout, stderr io.Write
 	if opt.name == "" {
 		return errors.New("-name is required: NNNNNN_verb_object")
 	}
-	up, down, err := generate(ctx, dir, opt)
+	up, down, err := generate(ctx, dir, opt, stderr)
 	if err != nil {
 		return err
 	}
@@ -140,19 +148,21 @@ func run(ctx context.Context, dir string, args []string, stdout, stderr io.Write
 var nameRE = regexp.MustCompile(`^([0-9]{6})_[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // checkName refuses a malformed name, a number that is not the next free
-// one, and files that exist (unless force).
-func checkName(dir string, opt options) error {
+// one, and files that exist (unless force). It returns the names of the
+// migrations after this one when it exists already.
+func checkName(dir string, opt options) ([]string, error) {
 	m := nameRE.FindStringSubmatch(opt.name)
 	if m == nil {
-		return fmt.Errorf("-name %q: want NNNNNN_verb_object (six digits, then lowercase words joined by _, e.g. 000013_add_refund_reason)", opt.name)
+		return nil, fmt.Errorf("-name %q: want NNNNNN_verb_object (six digits, then lowercase words joined by _, e.g. 000013_add_refund_reason)", opt.name)
 	}
 	number, _ := strconv.Atoi(m[1])
 	entries, err := os.ReadDir(filepath.Join(dir, opt.dir))
 	if err != nil {
-		return fmt.Errorf("read migrations folder: %w", err)
+		return nil, fmt.Errorf("read migrations folder: %w", err)
 	}
 	fileRE := regexp.MustCompile(`^([0-9]+)_(.+)\.(up|down)\.sql$`)
 	highest, exists := 0, false
+	var later []string
 	for _, e := range entries {
 		f := fileRE.FindStringSubmatch(e.Name())
 		if f == nil || e.IsDir() {
@@ -160,27 +170,56 @@ func checkName(dir string, opt options) error {
 		}
 		n, _ := strconv.Atoi(f[1])
 		highest = max(highest, n)
-		if strings.HasPrefix(e.Name(), opt.name+".") {
+		switch {
+		case strings.HasPrefix(e.Name(), opt.name+"."):
 			exists = true
-		} else if n == number {
-			return fmt.Errorf("-name %s: number %s is taken by %s", opt.name, m[1], filepath.Join(opt.dir, f[1]+"_"+f[2]))
+		case n == number:
+			return nil, fmt.Errorf("-name %s: number %s is taken by %s", opt.name, m[1], filepath.Join(opt.dir, f[1]+"_"+f[2]))
+		case n > number && f[3] == "up":
+			later = append(later, f[1]+"_"+f[2])
 		}
 	}
 	if exists {
 		if !opt.force {
-			return fmt.Errorf("%s exists: -force writes it again (only for a migration that has not shipped)", filepath.Join(opt.dir, opt.name+".up.sql"))
+			return nil, fmt.Errorf("%s exists: -force writes it again (only for a migration that has not shipped)", filepath.Join(opt.dir, opt.name+".up.sql"))
 		}
-		return nil
+		return later, nil
 	}
 	if number != highest+1 {
-		return fmt.Errorf("-name %s: the next free migration number is %06d", opt.name, highest+1)
+		return nil, fmt.Errorf("-name %s: the next free migration number is %06d", opt.name, highest+1)
+	}
+	return nil, nil
+}
+
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// leaveOut removes the -exclude names from both snapshots: this migration
+// neither creates, changes nor drops them.
+func leaveOut(exclude string, from, to *snapshot) error {
+	if exclude == "" {
+		return nil
+	}
+	for _, name := range strings.Split(exclude, ",") {
+		name = strings.TrimSpace(name)
+		if !identRE.MatchString(name) {
+			return fmt.Errorf("-exclude %q: want names of functions, procedures or views, comma-separated", name)
+		}
+		_, inFrom := from.objects[name]
+		_, inTo := to.objects[name]
+		if !inFrom && !inTo {
+			return fmt.Errorf("-exclude %s: no function, procedure or view of that name at %s or in %s", name, from.label, to.label)
+		}
+		delete(from.objects, name)
+		delete(to.objects, name)
 	}
 	return nil
 }
 
-// generate returns the up and down migrations.
-func generate(ctx context.Context, dir string, opt options) (string, string, error) {
-	if err := checkName(dir, opt); err != nil {
+// generate returns the up and down migrations. It warns on stderr when
+// later migrations sit on top of the one it writes again.
+func generate(ctx context.Context, dir string, opt options, stderr io.Writer) (string, string, error) {
+	later, err := checkName(dir, opt)
+	if err != nil {
 		return "", "", err
 	}
 	fromRev, err := resolveRevision(ctx, dir, opt.from)
@@ -212,6 +251,13 @@ func generate(ctx context.Context, dir string, opt options) (string, string, err
 		}
 	}
 	prelude, postlude, comment := hand[0], hand[1], hand[2]
+	if err := leaveOut(opt.exclude, from, to); err != nil {
+		return "", "", err
+	}
+	if len(later) > 0 {
+		fmt.Fprintf(stderr, "genmigration: note: %s come after %s: what they change must be left out of it (-exclude) or the diff must end before them (-to)\n",
+			strings.Join(later, ", "), opt.name)
+	}
 	p := diff(from, to)
 	if p.empty() && prelude == "" && postlude == "" {
 		return "", "", fmt.Errorf("nothing to migrate: no function, procedure or view differs between %s and %s, and there is no prelude or postlude", opt.from, toLabel)
@@ -304,7 +350,7 @@ func commandLine(opt options) []string {
 		parts = append(parts, "-schema "+opt.schema)
 	}
 	for _, f := range []struct{ flag, value string }{
-		{"-up-prelude", opt.upPrelude}, {"-down-postlude", opt.downPostlude}, {"-comment", opt.comment},
+		{"-exclude", opt.exclude}, {"-up-prelude", opt.upPrelude}, {"-down-postlude", opt.downPostlude}, {"-comment", opt.comment},
 	} {
 		if f.value != "" {
 			parts = append(parts, f.flag+" "+filepath.ToSlash(f.value))

@@ -363,6 +363,21 @@ func TestGenerateAppliesUpAndDown(t *testing.T) {
 	out, err = repo.gen(t, "-from", repo.first, "-to", repo.second, "-name", "000002_add_item_notes", "-force")
 	require.NoError(t, err, out)
 	require.Contains(t, repo.read(t, "migrations/000002_add_item_notes.up.sql"), "DROP FUNCTION ordertimeout.item_qty(integer);")
+
+	// -exclude: what a later migration changes is left out, and a later
+	// migration gets a note.
+	repo.write(t, map[string]string{
+		"migrations/000003_change_item_qty.up.sql":   "SELECT 1;\n",
+		"migrations/000003_change_item_qty.down.sql": "SELECT 1;\n",
+	})
+	out, err = repo.gen(t, "-from", repo.first, "-name", "000002_add_item_notes", "-exclude", "item_qty, _old_helper", "-force")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "000003_change_item_qty come after 000002_add_item_notes")
+	up = repo.read(t, "migrations/000002_add_item_notes.up.sql")
+	require.Contains(t, up, "-exclude item_qty, _old_helper")
+	require.NotContains(t, up, "FUNCTION ordertimeout.item_qty")
+	require.NotContains(t, up, "_old_helper(")
+	require.Contains(t, up, "CREATE OR REPLACE FUNCTION ordertimeout._count_items()")
 }
 
 // requireOrder checks that each of parts occurs in text, in this order.
@@ -400,6 +415,8 @@ func TestGenerateRefuses(t *testing.T) {
 		{"nothing changed", []string{"-from", "HEAD", "-name", "000002_add_notes"}, "nothing to migrate"},
 		{"missing prelude", []string{"-from", "HEAD~1", "-name", "000002_add_notes", "-up-prelude", "nope.sql"}, "nope.sql does not exist"},
 		{"argument", []string{"-from", "HEAD~1", "-name", "000002_add_notes", "extra"}, `unexpected argument "extra"`},
+		{"exclude unknown", []string{"-from", "HEAD~1", "-name", "000002_add_notes", "-exclude", "nosuch"}, "-exclude nosuch: no function, procedure or view of that name"},
+		{"exclude malformed", []string{"-from", "HEAD~1", "-name", "000002_add_notes", "-exclude", "item_qty;drop"}, `-exclude "item_qty;drop": want names`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -420,7 +437,7 @@ func TestGenerateRefuses(t *testing.T) {
 	t.Run("help", func(t *testing.T) {
 		out, err := repo.gen(t, "-help")
 		require.ErrorIs(t, err, flag.ErrHelp)
-		for _, flag := range []string{"-from", "-to", "-name", "-up-prelude", "-down-postlude", "-comment", "-force"} {
+		for _, flag := range []string{"-from", "-to", "-name", "-up-prelude", "-down-postlude", "-comment", "-exclude", "-force"} {
 			require.Regexp(t, `(?m)^  `+flag+`\b`, out)
 		}
 	})
