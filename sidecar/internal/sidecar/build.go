@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"time"
@@ -155,7 +156,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		Gateway:           gw,
 		WebhookURL:        cfg.WebhookURL,
 		WebhookSecret:     cfg.WebhookSecret,
-		WebhookClient:     &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
+		WebhookClient:     &http.Client{Timeout: cmp.Or(cfg.WebhookTimeout, 10*time.Second)},
 		Now:               s.clock.Now,
 		Logger:            logger,
 		Outcome: func(kind, outcome string) {
@@ -191,7 +192,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 	// not stretch or void a snooze. River's interface for this lives in its
 	// test config but is meant for production use (rivertype.TimeGenerator).
 	if cfg.ReconcileEvery > 0 {
-		args := worker.ReconcileArgs{Source: cmpOr(cfg.ReconcileSource, "gateway:"+cmpOr(cfg.GatewayDriver, gateway.DriverHTTP))}
+		args := worker.ReconcileArgs{Source: cmp.Or(cfg.ReconcileSource, "gateway:"+cmp.Or(cfg.GatewayDriver, gateway.DriverHTTP))}
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -63,7 +64,7 @@ func (s *Sidecar) newConsole() (http.Handler, error) {
 		return nil, fmt.Errorf("console operator: %w", err)
 	}
 	anonymous := viewer.User == "" && operator.User == ""
-	if anonymous && !isLoopbackAddr(cmpOr(cfg.HTTPAddr, server.DefaultAddr)) {
+	if anonymous && !isLoopbackAddr(cmp.Or(cfg.HTTPAddr, server.DefaultAddr)) {
 		s.logger.Warn("console not served: the HTTP server listens beyond localhost and no console viewer or operator is set")
 		return nil, nil
 	}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	// Sweep sessions, workers, and River's own (fetch, completer, leader,
 	// notifier) connections.
-	poolConfig.MaxConns = int32(cmpOr(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
+	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
