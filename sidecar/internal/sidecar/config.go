@@ -117,7 +117,6 @@ type Config struct {
 	HTTPAllowedHosts []string
 	UIUser           string
 	UIPassword       string
-	MetricsInterval  time.Duration
 
 	// ConsoleViewer and ConsoleOperator are the console's users,
 	// "user:password" each (package console). Without either, the console

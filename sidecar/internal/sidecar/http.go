@@ -11,6 +11,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 )
 
@@ -36,7 +37,7 @@ func (s *Sidecar) newHTTP() error {
 	}
 	s.http = &server.Server{
 		Addr:         cfg.HTTPAddr,
-		Metrics:      reg.Handler(),
+		Metrics:      metrics.Handler(reg, logger.With("component", "metrics")),
 		Ready:        s.Ready,
 		RiverUI:      ui,
 		UIUser:       cfg.UIUser,
