@@ -135,7 +135,8 @@ HAND = migrations/hand/$(NAME)
 .PHONY: gen-migration
 gen-migration: ## Write migrations/NAME.{up,down}.sql from what plpgsql/ and sql/views.sql changed since FROM (TO=, EXCLUDE=, FORCE=1)
 	@test -n "$(FROM)" -a -n "$(NAME)" || { echo "usage: make gen-migration FROM=<git revision> NAME=NNNNNN_verb_object [TO=<git revision>] [EXCLUDE=name,...] [FORCE=1]" >&2; exit 2; }
-	$(GO) run ./sidecar/cmd/genmigration -from '$(FROM)' $(if $(TO),-to '$(TO)') -name '$(NAME)' $(if $(EXCLUDE),-exclude '$(EXCLUDE)') \
+	$(GO) run ./sidecar/cmd/genmigration -from '$(FROM)' -name '$(NAME)' \
+		$(if $(TO),-to '$(TO)') $(if $(EXCLUDE),-exclude '$(EXCLUDE)') \
 		$(if $(wildcard $(HAND).up-prelude.sql),-up-prelude $(HAND).up-prelude.sql) \
 		$(if $(wildcard $(HAND).down-postlude.sql),-down-postlude $(HAND).down-postlude.sql) \
 		$(if $(wildcard $(HAND).comment.txt),-comment $(HAND).comment.txt) \

@@ -1,16 +1,16 @@
 package sidecarproc
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/metricstest"
 )
 
 // ReadyTimeout is how long a started sidecar or fake gateway has to answer
@@ -79,69 +79,27 @@ func StartSidecar(ctx context.Context, cfg SidecarConfig) (*Sidecar, error) {
 	return s, nil
 }
 
-// Metrics are the samples of a /metrics page by series:
-// `name{label="value",...}` (labels as the page writes them) or `name`.
-type Metrics map[string]float64
+// Metrics are the metric families of a /metrics page.
+type Metrics []*dto.MetricFamily
 
-// Sum adds the samples of metric name whose series contains every one of
-// the label matchers (e.g. `result="unavailable"`).
+// Sum adds the samples of family name whose labels include every pair of
+// labels (name, value, ...): see metricstest.Sum. It panics when labels do
+// not come in pairs.
 func (m Metrics) Sum(name string, labels ...string) float64 {
-	var sum float64
-	for series, v := range m {
-		base, rest, _ := strings.Cut(series, "{")
-		if base != name {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(rest, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			sum += v
-		}
+	v, _, err := metricstest.Sum(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return m, nil }), name, labels...)
+	if err != nil {
+		panic(err)
 	}
-	return sum
+	return v
 }
 
 // Metrics reads the sidecar's /metrics.
 func (s *Sidecar) Metrics(ctx context.Context) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.HTTPAddr+"/metrics", nil)
+	fams, err := metricstest.Scrape(ctx, "http://"+s.HTTPAddr+"/metrics").Gather()
 	if err != nil {
 		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics of %s: HTTP %d", s.Name, resp.StatusCode)
-	}
-	m := Metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("metrics of %s: %w", s.Name, err)
-	}
-	return m, nil
+	return fams, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,8 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // raceResult is the JSON line of race.
@@ -64,15 +64,6 @@ func verdictOK(inv string) string {
 		return "met"
 	}
 	return "VIOLATED"
-}
-
-// pgCode returns the SQLSTATE of err, or "" when it has none.
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
 }
 
 func (b *bench) raceOnce(ctx context.Context) (raceResult, error) {
@@ -198,7 +189,7 @@ func (b *bench) raceOnce(ctx context.Context) (raceResult, error) {
 			payment := "p" + id
 			_, err := pool.Exec(ctx, `SELECT FROM ordertimeout.begin_payment($1, $2)`, id, payment)
 			if err != nil {
-				code := pgCode(err)
+				code := sqlstate.Code(err)
 				if code == "" {
 					fail(fmt.Errorf("begin_payment %s: %w", id, err))
 					return

@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // steadyTarget is docs/workload.md's goal for the cancel lag p99, in ms.
@@ -539,7 +541,7 @@ func (d *otDesign) create(ctx context.Context, id string, it [2]orderItem, timeo
 
 func (d *otDesign) begin(ctx context.Context, id, payment string) (bool, error) {
 	if _, err := d.pool.Exec(ctx, `SELECT FROM ordertimeout.begin_payment($1, $2)`, id, payment); err != nil {
-		if pgCode(err) != "" {
+		if sqlstate.Code(err) != "" {
 			return false, nil
 		}
 		return false, fmt.Errorf("begin_payment %s: %w", id, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // stock is the units of each of the SKUs A and B.
@@ -175,9 +176,10 @@ func TestRunSweeperDrainsBacklog(t *testing.T) {
 	createDue(t, ctx, db, "b-", n, time.Second, time.Second)
 	_, err := db.Exec(ctx, `UPDATE ordertimeout.orders SET cancel_at = cancel_at - interval '2 seconds',
 	                                                          expire_at = expire_at - interval '2 seconds',
-	                                                          created_at = created_at - interval '2 seconds';
-	                        UPDATE public.river_job SET scheduled_at = scheduled_at - interval '2 seconds'
-	                         WHERE queue = 'ordertimeout_expire'`)
+	                                                          created_at = created_at - interval '2 seconds'`)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `UPDATE public.river_job SET scheduled_at = scheduled_at - interval '2 seconds'
+	                        WHERE queue = $1`, timer.Name)
 	require.NoError(t, err)
 	r := callSweeper(ctx, pgtest.URL(t, db), "max => 200, duration => interval '3 seconds'",
 		make(chan struct{}, 1), closed())
@@ -214,7 +216,7 @@ func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	var held int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = 'ordertimeout_expire' FOR UPDATE`).Scan(&held))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = $1 FOR UPDATE`, timer.Name).Scan(&held))
 	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
 		var due bool
 		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)

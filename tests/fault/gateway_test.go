@@ -79,7 +79,7 @@ func TestGatewayMisbehaves(t *testing.T) {
 		{"down", sidecarproc.Down, 0},
 		{"slow", sidecarproc.Slow, 2 * time.Second},
 	} {
-		unavailable := s.metrics(t).Sum("ordertimeout_gateway_calls_total", `op="order"`, `result="unavailable"`)
+		unavailable := s.metrics(t).Sum("ordertimeout_gateway_calls_total", "op", "order", "result", "unavailable")
 		require.NoError(t, e.fake.SetGateway(ctx, phase.behaviour, phase.delay))
 		unpaidID, paidID := begin(phase.name)
 		eventually(t, 30*time.Second, phase.name+": both checks snoozed twice", func() bool {
@@ -94,7 +94,7 @@ func TestGatewayMisbehaves(t *testing.T) {
 			require.Zero(t, errs, "%s %s: a snooze records no error", phase.name, kind)
 			require.LessOrEqual(t, attempt, 1, "%s %s: a snooze uses up no attempt", phase.name, kind)
 		}
-		require.Greater(t, s.metrics(t).Sum("ordertimeout_gateway_calls_total", `op="order"`, `result="unavailable"`), unavailable)
+		require.Greater(t, s.metrics(t).Sum("ordertimeout_gateway_calls_total", "op", "order", "result", "unavailable"), unavailable)
 		require.Contains(t, s.out.String(), "gateway unavailable, asking again later")
 
 		require.NoError(t, e.fake.SetGateway(ctx, sidecarproc.Normal, 0))
@@ -134,9 +134,9 @@ func TestGatewayMisbehaves(t *testing.T) {
 		e.gw.setGarbage(paidID, "")
 		recovered(unpaidID, paidID)
 	}
-	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_calls_total", `op="order"`, `result="bad_answer"`))
-	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", `kind="`+precancel+`"`))
-	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", `kind="`+payment+`"`))
+	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_calls_total", "op", "order", "result", "bad_answer"))
+	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", "kind", precancel))
+	require.Positive(t, s.metrics(t).Sum("ordertimeout_gateway_bad_answers_total", "kind", payment))
 
 	var unpaid, paid []string
 	for _, phase := range []string{"down", "slow", "garbled", "unknown", "nopayment"} {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // A refund and a reinstate never both happen, and a refund that started is
@@ -43,7 +45,7 @@ func TestRefundSurvivesKillBetweenGatewayAndCommit(t *testing.T) {
 
 	// A person tries to reinstate while the refund is in flight.
 	_, err = e.db.Exec(ctx, "SELECT ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'rf-1'), 'reinstate')")
-	require.ErrorContains(t, err, "OT134")
+	require.ErrorContains(t, err, sqlstate.ConflictRefunding)
 
 	require.NoError(t, first.Kill())
 	eventually(t, 10*time.Second, "the gateway to see the refund abandoned", func() bool { return e.gw.aborted.Load() >= 1 })

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 	"github.com/ordertimeout/ordertimeout/tests/internal/outcome"
 )
 
@@ -31,7 +32,7 @@ func TestTerminateConnections(t *testing.T) {
 	e.exec(`UPDATE ordertimeout.orders SET precheck = 'always' WHERE order_id ~ '^t[0-9]*0$'`)
 	e.exec(`WITH d AS (SELECT clock_timestamp() AS at)
 	        UPDATE ordertimeout.orders SET expire_at = d.at, cancel_at = d.at FROM d WHERE status = 'PENDING'`)
-	e.exec(`UPDATE river_job SET scheduled_at = clock_timestamp() WHERE queue = 'ordertimeout_expire'`)
+	e.exec(`UPDATE river_job SET scheduled_at = clock_timestamp() WHERE queue = $1`, timer.Name)
 
 	// Small batches, one session, a long sleep: the drain takes a while, and
 	// only a working wake-up LISTEN makes a new order's cancel on time.

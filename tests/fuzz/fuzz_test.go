@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -132,7 +133,7 @@ func apiError(t *testing.T, call string, err error) string {
 	if !errors.As(err, &pgErr) {
 		t.Fatalf("%s: %v (not an SQL error)", call, err)
 	}
-	if !strings.HasPrefix(pgErr.Code, "OT") {
+	if !strings.HasPrefix(pgErr.Code, sqlstate.ClassOT) {
 		t.Fatalf("%s: SQLSTATE %s is not one of the API's (class OT): %s (%s; %s)",
 			call, pgErr.Code, pgErr.Message, pgErr.Where, pgErr.Detail)
 	}
@@ -199,11 +200,11 @@ func FuzzCreateOrder(f *testing.F) {
 			require.Equal(t, before, takeSnapshot(ctx, t, tx), "%s failed with %s but wrote", call, code)
 			switch {
 			case nulls&nullFirst != 0:
-				require.Equal(t, "OT100", code, call)
+				require.Equal(t, sqlstate.NullArgument, code, call)
 			case idValidity(orderID, 64) == "invalid":
-				require.Equal(t, "OT101", code, call)
+				require.Equal(t, sqlstate.InvalidOrderID, code, call)
 			case nulls&nullSecond != 0 && idValidity(orderID, 64) == "valid":
-				require.Equal(t, "OT100", code, call)
+				require.Equal(t, sqlstate.NullArgument, code, call)
 			}
 			return
 		}
@@ -263,13 +264,13 @@ func FuzzIDs(f *testing.F) {
 		}
 		// The error the second argument must raise, by what it is: "" when
 		// none, "any" when it depends on the locale.
-		paymentWant := map[string]string{"valid": "", "invalid": "OT121"}[idValidity(paymentID, 128)]
+		paymentWant := map[string]string{"valid": "", "invalid": sqlstate.InvalidPaymentID}[idValidity(paymentID, 128)]
 		reasonWant := ""
 		if !plainText(paymentID, 200) {
-			reasonWant = "OT144"
+			reasonWant = sqlstate.InvalidReason
 		}
 		if payment == nil {
-			paymentWant, reasonWant = "OT100", "OT100"
+			paymentWant, reasonWant = sqlstate.NullArgument, sqlstate.NullArgument
 		}
 
 		// run calls query in a savepoint and checks its outcome: the error
@@ -282,15 +283,15 @@ func FuzzIDs(f *testing.F) {
 			want := ""
 			switch {
 			case orderOK == "null":
-				want = "OT100"
+				want = sqlstate.NullArgument
 			case orderOK == "invalid":
-				want = "OT101"
+				want = sqlstate.InvalidOrderID
 			case secondWant == "any":
 				want = "any"
 			case secondWant != "":
 				want = secondWant
 			case orderID != existingOrder:
-				want = "OT120"
+				want = sqlstate.UnknownOrder
 			}
 
 			before := takeSnapshot(ctx, t, tx)

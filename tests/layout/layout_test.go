@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // conceptFiles are the files of private helpers, by what they are about.
@@ -128,7 +129,7 @@ func TestRiverTablesHaveOneOwner(t *testing.T) {
 				require.Contains(t, string(text), "public.river_job")
 				continue
 			}
-			for _, word := range []string{"river_job", "ordertimeout_expire"} {
+			for _, word := range []string{"river_job", timer.Name} {
 				if strings.Contains(string(text), word) {
 					t.Errorf("%s names %q: statements on River's tables belong in plpgsql/jobs.sql", rel, word)
 				}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // The money dimension of the model: amounts and currencies that match the
@@ -86,9 +88,9 @@ func (s *session) poisonConfirm(ctx context.Context, o *order) error {
 		payment = fmt.Sprintf("poison-%06d", s.m.payments.Add(1))
 	}
 	c := &call{Op: "confirm", Order: o.spec.ID, Payment: payment, Poison: true}
-	want := "OT126"
+	want := sqlstate.InvalidAmount
 	if s.rand.IntN(3) == 0 {
-		c.Arg, c.Currency, want = o.spec.Amount, badCurrencies[s.rand.IntN(len(badCurrencies))], "OT128"
+		c.Arg, c.Currency, want = o.spec.Amount, badCurrencies[s.rand.IntN(len(badCurrencies))], sqlstate.InvalidCurrency
 	} else {
 		c.Arg = badAmounts[s.rand.IntN(len(badAmounts))]
 		if s.rand.IntN(2) == 0 {
@@ -96,7 +98,7 @@ func (s *session) poisonConfirm(ctx context.Context, o *order) error {
 		}
 	}
 	currency := nullable(c.Currency)
-	if want == "OT128" {
+	if want == sqlstate.InvalidCurrency {
 		currency = &c.Currency
 	}
 	err := s.do(c, func() error {
@@ -118,14 +120,14 @@ func (s *session) poisonConfirm(ctx context.Context, o *order) error {
 func (s *session) poisonCreate(ctx context.Context) error {
 	id := fmt.Sprintf("bad-%06d", s.m.payments.Add(1))
 	options := map[string]any{"currency": "EUR"}
-	want := "OT126"
+	want := sqlstate.InvalidAmount
 	switch r := s.rand.IntN(7); r {
 	case 0, 1, 2:
 		options["amount"] = json.Number([]string{"1000000000000000", "-0.01", "1e400"}[r])
 	case 3, 4:
 		options["amount"] = []string{"NaN", "Infinity"}[r-3] // a JSON string: no JSON number is NaN
 	default:
-		options["amount"], options["currency"], want = json.Number("10.00"), "eur", "OT114"
+		options["amount"], options["currency"], want = json.Number("10.00"), "eur", sqlstate.InvalidOptions
 	}
 	c := &call{Op: "create", Order: id, Poison: true, Arg: mustJSON(options)}
 	err := s.do(c, func() error {
@@ -185,7 +187,7 @@ func (s *session) refund(ctx context.Context, cf conflictRef, faults bool) error
 	if err != nil {
 		return err
 	}
-	allow(claim, "OT133")
+	allow(claim, sqlstate.ConflictResolved)
 	if claim.Code != "" || claim.Result == "refunded" {
 		return nil // resolved already: nothing to refund
 	}
@@ -300,8 +302,8 @@ FOR UPDATE`).Scan(&cf.ID, &cf.Order, &cf.Payment, &resolution)
 	switch {
 	case deref(resolution) == "refunded" && (c.Code != "" || c.Result != "refunded"):
 		c.Unexpected = "finish_refund of a refunded conflict answers refunded"
-	case deref(resolution) != "refunded" && c.Code != "OT135":
-		c.Unexpected = fmt.Sprintf("finish_refund of a conflict not being refunded (resolution %q) must raise OT135", deref(resolution))
+	case deref(resolution) != "refunded" && c.Code != sqlstate.RefundNotClaimed:
+		c.Unexpected = fmt.Sprintf("finish_refund of a conflict not being refunded (resolution %q) must raise %s", deref(resolution), sqlstate.RefundNotClaimed)
 	}
 	return nil
 }

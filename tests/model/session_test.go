@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // item is one entry of create_order's items.
@@ -361,7 +363,7 @@ func (s *session) unknownAllowed(o *order, c *call) string {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	if o.existsSince.IsZero() || !o.existsSince.Before(c.Start) {
-		return "OT120"
+		return sqlstate.UnknownOrder
 	}
 	return ""
 }
@@ -456,8 +458,8 @@ func (s *session) create(ctx context.Context, o *order, alt bool) error {
 	switch {
 	case alt:
 		// Only sent for an order known to exist.
-		if c.Code != "OT115" {
-			c.Unexpected = "the same id with other content must raise OT115"
+		if c.Code != sqlstate.OrderIDConflict {
+			c.Unexpected = "the same id with other content must raise " + sqlstate.OrderIDConflict
 		}
 	case existed:
 		allow(c)
@@ -465,7 +467,7 @@ func (s *session) create(ctx context.Context, o *order, alt bool) error {
 			c.Unexpected = "created an order that already existed"
 		}
 	default:
-		allow(c, "OT109", "OT110", "OT112")
+		allow(c, sqlstate.InsufficientStock, sqlstate.CouponHeld, sqlstate.InsufficientPoints)
 		if c.Code == "" && c.Created && c.Result != "PENDING" {
 			c.Unexpected = "a new order must be PENDING"
 		}
@@ -508,9 +510,9 @@ func (s *session) begin(ctx context.Context, o *order) error {
 		return err
 	}
 	if c.Repeat {
-		allow(c, "OT123")
+		allow(c, sqlstate.WrongStatus)
 	} else {
-		allow(c, "OT122", "OT123", s.unknownAllowed(o, c))
+		allow(c, sqlstate.OrderExpired, sqlstate.WrongStatus, s.unknownAllowed(o, c))
 	}
 	if c.Code == "" {
 		if c.Result != "PAYING" {
@@ -636,7 +638,7 @@ func (s *session) extend(ctx context.Context, o *order) error {
 	if err != nil {
 		return err
 	}
-	allow(c, "OT123", s.unknownAllowed(o, c))
+	allow(c, sqlstate.WrongStatus, s.unknownAllowed(o, c))
 	if c.Code == "" && c.Result != "PENDING" {
 		c.Unexpected = "only a PENDING order is given more time"
 	}
@@ -719,9 +721,9 @@ func (s *session) resolve(ctx context.Context) error {
 	}
 	switch c.Arg {
 	case "reinstate":
-		allow(c, "OT132", "OT133", "OT134")
+		allow(c, sqlstate.CannotReinstate, sqlstate.ConflictResolved, sqlstate.ConflictRefunding)
 	default:
-		allow(c, "OT133", "OT134")
+		allow(c, sqlstate.ConflictResolved, sqlstate.ConflictRefunding)
 	}
 	if c.Code != "" {
 		return nil
@@ -892,7 +894,7 @@ func (s *session) closeAfterSnapshot(ctx context.Context, o *order, pay, cl *cal
 	}); err != nil {
 		return err
 	}
-	if cl.Code != "40001" {
+	if cl.Code != sqlstate.SerializationFailure {
 		judgeClose(cl)
 	}
 	_ = tx.Rollback(ctx) // after a failed close; nothing to roll back after its commit
@@ -982,7 +984,7 @@ DELETE FROM public.river_job AS r
 USING ordertimeout.orders AS o
 WHERE o.order_id = $1
   AND r.id = o.timer_job_id
-  AND r.queue = 'ordertimeout_expire'`, o.spec.ID)
+  AND r.queue = $2`, o.spec.ID, timer.Name)
 		c.Lost = tag.RowsAffected() > 0
 		c.Result = fmt.Sprint(c.Lost)
 		return err

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 	"github.com/ordertimeout/ordertimeout/tests/internal/dbstate"
 )
 
@@ -236,10 +238,10 @@ func (m *model) verify(s *dbstate.State) []string {
 			if c.Code == "" {
 				resolutions[c.Conflict] = append(resolutions[c.Conflict], c)
 			}
-			if c.Code == "OT134" && deref(conflictByID[c.Conflict].Resolution) != "refunded" {
+			if c.Code == sqlstate.ConflictRefunding && deref(conflictByID[c.Conflict].Resolution) != "refunded" {
 				bad("%v: refused as being refunded, but the conflict ends resolved %q", c, deref(conflictByID[c.Conflict].Resolution))
 			}
-			if c.Code == "OT133" {
+			if c.Code == sqlstate.ConflictResolved {
 				if cf := conflictByID[c.Conflict]; cf.Resolution == nil || *cf.Resolution == map[string]string{
 					"reinstate": "reinstated", "refund": "refunded", "manual": "manual"}[c.Arg] {
 					bad("%v: refused as resolved another way, but the conflict ends resolved %v", c, cf.Resolution)
@@ -335,7 +337,7 @@ func (m *model) verify(s *dbstate.State) []string {
 	for _, j := range s.Jobs {
 		orderID, _ := j.Args["order_id"].(string)
 		switch j.Kind {
-		case "ordertimeout_expire":
+		case timer.Name:
 			expires++
 		case "ordertimeout_precancel_check":
 			checks++
@@ -469,8 +471,8 @@ func (m *model) requireCoverage(t *testing.T) {
 			seen[c.Op+":"+c.Result] = true
 		}
 	}
-	for _, want := range []string{"create:OT109", "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true",
-		"confirm:OT126", "confirm:OT128", "create:OT126", "claim:refunding", "finish:refunded", "resolve:OT134"} {
+	for _, want := range []string{"create:" + sqlstate.InsufficientStock, "sweep:cancelled", "confirm:paid", "confirm:conflict", "cancel:true",
+		"confirm:" + sqlstate.InvalidAmount, "confirm:" + sqlstate.InvalidCurrency, "create:" + sqlstate.InvalidAmount, "claim:refunding", "finish:refunded", "resolve:" + sqlstate.ConflictRefunding} {
 		require.True(t, seen[want], "seed %d: the run never saw %s", m.seed, want)
 	}
 }

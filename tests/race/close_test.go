@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // TestCloseNeverPassesALatePayment: no CLOSED order has an open conflict.
@@ -52,7 +53,7 @@ func TestCloseNeverPassesALatePayment(t *testing.T) {
 	require.Equal(t, "conflict", answer)
 	var closed int
 	err = tx.QueryRow(ctx, `SELECT ordertimeout.close_cancelled(interval '0', 10)`).Scan(&closed)
-	require.Equal(t, "40001", sqlState(err), "closing from a snapshot older than the late payment: %v (closed %d)", err, closed)
+	require.Equal(t, sqlstate.SerializationFailure, sqlstate.Code(err), "closing from a snapshot older than the late payment: %v (closed %d)", err, closed)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, 0, queryInt(ctx, t, pool, `SELECT count(*)::integer FROM ordertimeout.orders WHERE status = 'CLOSED'`))
 

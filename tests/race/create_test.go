@@ -9,6 +9,8 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // TestCreateOrderIdempotentUnderConcurrency: eight sessions create the same
@@ -71,13 +73,13 @@ func TestCreateOrderIdempotentUnderConcurrency(t *testing.T) {
 		"reserved A, B; available A, B; points held")
 	require.Equal(t, 1, queryInt(ctx, t, pool, `SELECT count(*) FROM ordertimeout.coupon_holds WHERE coupon_id = 'WELCOME'`))
 	require.Equal(t, 1, queryInt(ctx, t, pool, `
-		SELECT count(*) FROM public.river_job WHERE queue = 'ordertimeout_expire' AND args ->> 'order_id' = 'dup'`),
+		SELECT count(*) FROM public.river_job WHERE queue = $1 AND args ->> 'order_id' = 'dup'`, timer.Name),
 		"timer rows")
 	require.Equal(t, 1, queryInt(ctx, t, pool, `SELECT count(*) FROM ordertimeout.events WHERE order_id = 'dup'`))
 
 	// The same id with other content is refused, and changes nothing.
 	_, err = pool.Exec(ctx, `SELECT ordertimeout.create_order('dup', '[{"sku":"A","qty":1}]', '10 minutes')`)
-	require.Equal(t, "OT115", sqlState(err), "create_order with other content: %v", err)
+	require.Equal(t, sqlstate.OrderIDConflict, sqlstate.Code(err), "create_order with other content: %v", err)
 
 	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // TestSweepDoesNotWaitForLocks: a sweep whose batch is not full never waits
@@ -74,7 +75,7 @@ func TestSweepDoesNotWaitForLocks(t *testing.T) {
 			require.Equal(t, "CANCELLED", status(ctx, t, pool, free))
 			require.Equal(t, 1, queryInt(ctx, t, pool, `
 				SELECT count(*)::integer FROM public.river_job
-				WHERE queue = 'ordertimeout_expire' AND args ->> 'order_id' = $1 AND state = 'available'`, h.order),
+				WHERE queue = $1 AND args ->> 'order_id' = $2 AND state = 'available'`, timer.Name, h.order),
 				"its timer row is kept")
 
 			require.NoError(t, holder.Commit(ctx))

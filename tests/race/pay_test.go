@@ -13,6 +13,8 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // TestPaymentRacesCancel: 2,000 orders expire at the same instant (created
@@ -120,10 +122,10 @@ func TestPaymentRacesCancel(t *testing.T) {
 		o := all[n]
 		payment := "p-" + o.ID
 		_, err := conn.Exec(ctx, `SELECT ordertimeout.begin_payment($1, $2)`, o.ID, payment)
-		switch code := sqlState(err); {
+		switch code := sqlstate.Code(err); {
 		case err == nil:
 			accepted.Add(1)
-		case code == "OT122" || code == "OT123": // expired, or already cancelled
+		case code == sqlstate.OrderExpired || code == sqlstate.WrongStatus: // expired, or already cancelled
 			refused.Add(1)
 		default:
 			return fmt.Errorf("begin payment %s: %w", payment, err)
@@ -249,7 +251,7 @@ func TestPaymentRacesCancel(t *testing.T) {
 		      HAVING count(e.event_id) <> CASE o.status WHEN 'CANCELLED' THEN 1 ELSE 0 END) AS x`),
 		"orders whose cancel events do not match their status")
 	require.Zero(t, queryInt(ctx, t, pool, `
-		SELECT count(*) FROM public.river_job WHERE queue = 'ordertimeout_expire'`), "timer rows left")
+		SELECT count(*) FROM public.river_job WHERE queue = $1`, timer.Name), "timer rows left")
 
 	// Points: what paid orders spent left the accounts, nothing stays held.
 	require.Zero(t, queryInt(ctx, t, pool, `

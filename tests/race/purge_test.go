@@ -13,6 +13,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // TestPurgeRacesLatePayment: two sessions purge old CLOSED orders in small
@@ -98,7 +99,7 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 				err := conn.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2)", id, "late-"+id).Scan(&answer)
 				var pgErr *pgconn.PgError
 				switch {
-				case errors.As(err, &pgErr) && pgErr.Code == "OT120":
+				case errors.As(err, &pgErr) && pgErr.Code == sqlstate.UnknownOrder:
 					answer = "unknown"
 				case err != nil:
 					fail(fmt.Errorf("confirm_payment %s: %w", id, err))

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -65,9 +66,9 @@ func expireAllAt(ctx context.Context, db querier, in time.Duration) (time.Time, 
 		    UPDATE public.river_job AS r
 		    SET scheduled_at = d.at
 		    FROM d
-		    WHERE r.queue = 'ordertimeout_expire'
+		    WHERE r.queue = $2
 		)
-		SELECT d.at FROM d`, in.Microseconds()).Scan(&deadline)
+		SELECT d.at FROM d`, in.Microseconds(), timer.Name).Scan(&deadline)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("move deadlines: %w", err)
 	}
@@ -250,22 +251,12 @@ func sweepUntil(ctx context.Context, conn *pgx.Conn, batch int, done <-chan stru
 	}
 }
 
-// sqlState returns the SQLSTATE of err, or "" if it is not a PostgreSQL
-// error.
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
 // requireNoSessionError fails the test with the first error a session
 // returned, naming a deadlock (SQLSTATE 40P01) as such.
 func requireNoSessionError(t *testing.T, role string, errs []error) {
 	t.Helper()
 	for i, err := range errs {
-		if sqlState(err) == "40P01" {
+		if sqlstate.Code(err) == sqlstate.DeadlockDetected {
 			t.Fatalf("%s %d deadlocked: %v", role, i, err)
 		}
 		require.NoError(t, err, "%s %d", role, i)

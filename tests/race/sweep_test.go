@@ -11,6 +11,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 // TestSweepSessionsCancelEachOrderOnce: four sessions sweep 10,000 due orders
@@ -57,8 +58,8 @@ func TestSweepSessionsCancelEachOrderOnce(t *testing.T) {
 	require.NoError(t, waitFor(ctx, pool, `
 		SELECT NOT EXISTS (SELECT 1
 		                     FROM public.river_job AS r
-		                    WHERE r.queue = 'ordertimeout_expire'
-		                      AND r.scheduled_at > clock_timestamp())`))
+		                    WHERE r.queue = $1
+		                      AND r.scheduled_at > clock_timestamp())`, timer.Name))
 
 	conns := connectN(ctx, t, url, sessions)
 	stats := make([]sweepStats, sessions)
@@ -109,7 +110,7 @@ func TestSweepSessionsCancelEachOrderOnce(t *testing.T) {
 		      HAVING count(r.order_id) <> 2) AS x`), "orders without exactly two release rows")
 	require.Equal(t, 2*orders, queryInt(ctx, t, pool, `SELECT count(*) FROM ordertimeout.releases`))
 	require.Zero(t, queryInt(ctx, t, pool, `
-		SELECT count(*) FROM public.river_job WHERE queue = 'ordertimeout_expire'`), "timer rows left")
+		SELECT count(*) FROM public.river_job WHERE queue = $1`, timer.Name), "timer rows left")
 
 	began = time.Now()
 	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals, Slack: time.Second})

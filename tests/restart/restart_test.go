@@ -21,6 +21,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 	"github.com/ordertimeout/ordertimeout/tests/internal/dbstate"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
 )
@@ -35,7 +36,7 @@ func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {
-		case "08", "57": // connection exceptions; admin shutdown, crash shutdown, cannot connect now
+		case sqlstate.ClassConnectionException, sqlstate.ClassOperatorIntervention: // admin shutdown, crash shutdown, cannot connect now
 			return true
 		}
 		return false

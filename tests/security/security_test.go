@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -152,22 +153,22 @@ func requireNoTableAccess(t *testing.T, conn *pgx.Conn, rels []relation, allowSe
 	t.Helper()
 	for _, r := range rels {
 		if r.Kind == "S" {
-			require.Equal(t, "42501", exec(t, conn, `SELECT nextval($1::regclass)`, r.Name), "nextval(%s)", r.Name)
-			require.Equal(t, "42501", exec(t, conn, "SELECT * FROM "+r.Name), "read %s", r.Name)
+			require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, `SELECT nextval($1::regclass)`, r.Name), "nextval(%s)", r.Name)
+			require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, "SELECT * FROM "+r.Name), "read %s", r.Name)
 			continue
 		}
-		wantSelect := "42501"
+		wantSelect := sqlstate.InsufficientPrivilege
 		if slices.Contains(allowSelect, r.Name) {
 			wantSelect = ""
 		}
 		require.Equal(t, wantSelect, exec(t, conn, "SELECT * FROM "+r.Name+" LIMIT 1"), "SELECT %s", r.Name)
 		// A view that cannot be written says so (55000) before any
 		// privilege is checked; either way nothing is written.
-		refused := []string{"42501"}
+		refused := []string{sqlstate.InsufficientPrivilege}
 		if r.Kind == "v" || r.Kind == "m" {
-			refused = append(refused, "55000")
+			refused = append(refused, sqlstate.ObjectNotInPrerequisiteState)
 		} else {
-			require.Equal(t, "42501", exec(t, conn, "TRUNCATE "+r.Name), "TRUNCATE %s", r.Name)
+			require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, "TRUNCATE "+r.Name), "TRUNCATE %s", r.Name)
 		}
 		require.Contains(t, refused, exec(t, conn, "INSERT INTO "+r.Name+" DEFAULT VALUES"), "INSERT %s", r.Name)
 		require.Contains(t, refused, exec(t, conn, "DELETE FROM "+r.Name+" WHERE false"), "DELETE %s", r.Name)
@@ -218,7 +219,7 @@ WHERE p.pronamespace = 'ordertimeout'::regnamespace
 		if slices.Contains(allowed, fn.Name) {
 			continue
 		}
-		require.Equal(t, "42501", exec(t, conn, fn.Call), "%s calls %s", role, fn.Call)
+		require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, fn.Call), "%s calls %s", role, fn.Call)
 	}
 }
 
@@ -261,7 +262,7 @@ func TestAppRole(t *testing.T) {
 		`SELECT ordertimeout._cancel_orders(ARRAY['sec-1'], NULL, ARRAY['requested'], 'x', false)`,
 		`SELECT ordertimeout._release(ARRAY['sec-1'], ARRAY['requested'], now())`,
 	} {
-		require.Equal(t, "42501", exec(t, conn, call), call)
+		require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, call), call)
 	}
 }
 
@@ -326,7 +327,7 @@ func TestSidecarRole(t *testing.T) {
 		"ordertimeout.order_counts", "ordertimeout.sweep_stats", "ordertimeout.cancel_lag", "ordertimeout.settings",
 		"ordertimeout.payment_methods")
 	requireExecutable(t, pool, conn, sidecar.Name, sidecarFunctions)
-	require.Equal(t, "42501", exec(t, conn, `SELECT ordertimeout.put_stock('A', 1)`))
+	require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, `SELECT ordertimeout.put_stock('A', 1)`))
 }
 
 // TestAdminRole: the administrator manages stock, points and settings and
@@ -350,7 +351,7 @@ func TestAdminRole(t *testing.T) {
 	}
 	requireExecutable(t, pool, conn, admin.Name, adminFunctions)
 	for _, table := range []string{"ordertimeout.orders", "ordertimeout.stock", "ordertimeout.releases", "ordertimeout.events"} {
-		require.Equal(t, "42501", exec(t, conn, "DELETE FROM "+table+" WHERE false"), "DELETE %s", table)
+		require.Equal(t, sqlstate.InsufficientPrivilege, exec(t, conn, "DELETE FROM "+table+" WHERE false"), "DELETE %s", table)
 	}
 }
 
@@ -405,13 +406,18 @@ func TestSearchPathHijack(t *testing.T) {
 
 	// Every function pins its search_path; procedures, which may not carry
 	// SET if they commit, run with their caller's rights (checked below).
+	// Private IMMUTABLE SQL functions carry no SET so that the planner
+	// inlines them into their callers, whose pinned search_path they then
+	// run under (they are not executable by any role: checked below too).
 	var unpinned []string
 	require.NoError(t, pool.QueryRow(ctx, `
 SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}')
 FROM pg_catalog.pg_proc AS p
 WHERE p.pronamespace = 'ordertimeout'::regnamespace
   AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
-  AND (p.prokind <> 'p' OR p.prosecdef)`).Scan(&unpinned))
+  AND (p.prokind <> 'p' OR p.prosecdef)
+  AND NOT (p.proname LIKE '\_%' AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language AS l WHERE l.lanname = 'sql')
+           AND p.provolatile = 'i' AND NOT p.prosecdef AND p.proconfig IS NULL)`).Scan(&unpinned))
 	require.Empty(t, unpinned, "functions without SET search_path = pg_catalog, pg_temp")
 
 	conn := connect(t, evil)

@@ -255,8 +255,8 @@ func generate(ctx context.Context, dir string, opt options, stderr io.Writer) (s
 		return "", "", err
 	}
 	if len(later) > 0 {
-		fmt.Fprintf(stderr, "genmigration: note: %s come after %s: what they change must be left out of it (-exclude) or the diff must end before them (-to)\n",
-			strings.Join(later, ", "), opt.name)
+		fmt.Fprintf(stderr, "genmigration: note: later migrations sit on top of %s (%s): what they change must be left out of it (-exclude) or the diff must end before them (-to)\n",
+			opt.name, strings.Join(later, ", "))
 	}
 	p := diff(from, to)
 	if p.empty() && prelude == "" && postlude == "" {

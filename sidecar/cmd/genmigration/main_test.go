@@ -372,7 +372,7 @@ func TestGenerateAppliesUpAndDown(t *testing.T) {
 	})
 	out, err = repo.gen(t, "-from", repo.first, "-name", "000002_add_item_notes", "-exclude", "item_qty, _old_helper", "-force")
 	require.NoError(t, err, out)
-	require.Contains(t, out, "000003_change_item_qty come after 000002_add_item_notes")
+	require.Contains(t, out, "later migrations sit on top of 000002_add_item_notes (000003_change_item_qty)")
 	up = repo.read(t, "migrations/000002_add_item_notes.up.sql")
 	require.Contains(t, up, "-exclude item_qty, _old_helper")
 	require.NotContains(t, up, "FUNCTION ordertimeout.item_qty")

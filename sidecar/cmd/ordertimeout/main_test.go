@@ -19,6 +19,8 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+	"github.com/ordertimeout/ordertimeout/sidecar/timer"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -111,7 +113,7 @@ func TestKillDuringDrain(t *testing.T) {
 	require.EqualValues(t, 10*orders, count(t, db, "SELECT sum(available) FROM ordertimeout.stock WHERE sku LIKE 'S%'"))
 	require.EqualValues(t, atKill, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' AND actor = 'sidecar:k1'"))
 	require.EqualValues(t, orders-atKill, count(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED' AND actor = 'sidecar:k2'"))
-	require.EqualValues(t, 0, count(t, db, "SELECT count(*) FROM river_job WHERE queue = 'ordertimeout_expire'"))
+	require.EqualValues(t, 0, count(t, db, "SELECT count(*) FROM river_job WHERE queue = $1", timer.Name))
 }
 
 // SIGTERM: the sidecar exits 0 within a few seconds. Jobs still running
@@ -193,7 +195,7 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.True(t, paused)
 	require.Equal(t, "ops:test", by)
 	require.NoError(t, realMain(ctx, []string{"status", "--database-url", url}))
-	require.ErrorContains(t, realMain(ctx, []string{"pause", "--database-url", url, "--actor", "bad\nactor"}), "OT148")
+	require.ErrorContains(t, realMain(ctx, []string{"pause", "--database-url", url, "--actor", "bad\nactor"}), sqlstate.InvalidActor)
 	require.NoError(t, realMain(ctx, []string{"resume", "--database-url", url}))
 	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused))
 	require.False(t, paused)

@@ -16,6 +16,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 const wechatSample = "../../internal/reconcile/testdata/wechat_all.csv"
@@ -151,7 +152,7 @@ func TestReconcileCSV(t *testing.T) {
 	_, err = runReconcile(t, args(good, "--format", "alipay")...)
 	require.ErrorContains(t, err, "format must be csv or wechat")
 	_, err = runReconcile(t, args(good, "--source", "Bad Source")...)
-	require.ErrorContains(t, err, "OT173")
+	require.ErrorContains(t, err, sqlstate.InvalidSource)
 	require.Equal(t, before, snapshot(t, db), "refused files change nothing")
 }
 
@@ -173,7 +174,7 @@ func TestReconcileDatabaseErrorNamesFileLine(t *testing.T) {
 		{Line: 42, PaymentID: "P-D2", OrderID: "D1", Amount: "1", Currency: "eur", Status: "paid", At: now},
 	}, now.Add(-time.Hour), now.Add(time.Hour), true, "")
 	require.ErrorContains(t, err, "line 42: currency")
-	require.ErrorContains(t, err, "OT171")
+	require.ErrorContains(t, err, sqlstate.InvalidTransaction)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, before, snapshot(t, db))
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
-	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
@@ -34,6 +33,9 @@ func runCmd(ctx context.Context, args []string) error {
 		log          config.Logging
 		allowedHosts string
 		stripeKeyEnv string
+		// metricsInterval is a deprecated flag, accepted so that existing
+		// command lines still start.
+		metricsInterval time.Duration
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
@@ -74,7 +76,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.ConsoleViewer, "console-viewer", "", "user:password of the console's viewer, who may read /console/ (HTTP basic auth)")
 	f.String(&cfg.ConsoleOperator, "console-operator", "", "user:password of the console's operator, who may also resolve conflicts; recorded as actor \"console:<user>\".\nWithout --console-viewer and --console-operator the console is served read-only on localhost only")
 	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's); a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
-	f.Duration(&cfg.MetricsInterval, "metrics-interval", metrics.DefaultPollInterval, "how often database-wide statistics are read for /metrics")
+	f.Duration(&metricsInterval, "metrics-interval", 0, "deprecated and ignored: /metrics reads the database's statistics at each scrape")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
 	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile); 0 turns it off")
 	f.String(&cfg.ReconcileSource, "reconcile-source", "", "name of the watermark of continuous reconciliation (ordertimeout.reconcile_watermark); default gateway:<--gateway>, e.g. gateway:http")
@@ -97,6 +99,9 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Logger = logger
+	if metricsInterval != 0 {
+		logger.Warn("--metrics-interval is deprecated and ignored: /metrics reads the database's statistics at each scrape")
+	}
 
 	s, err := sidecar.New(ctx, cfg)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // chromiumPath finds Debian's chromium (tests/bin/ensure-deps installs it),
@@ -236,7 +237,7 @@ func TestInTheBrowser(t *testing.T) {
 	resp, err = chromedp.RunResponse(op, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#conflict-%d button[value="reinstate"]`, s.MismatchID))))
 	require.NoError(t, err)
 	require.EqualValues(t, http.StatusConflict, resp.Status)
-	require.Contains(t, text(op, ".flash.error"), "(OT132)")
+	require.Contains(t, text(op, ".flash.error"), "("+sqlstate.CannotReinstate+")")
 	shoot(op, "conflicts-refused")
 
 	// A viewer sees no action, and a form it makes on the console's own

@@ -15,6 +15,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 func newSite(t *testing.T) (shop, *site) {
@@ -177,7 +178,7 @@ func TestAConflictIsResolvedOnce(t *testing.T) {
 			require.Equal(t, fmt.Sprintf("/console/conflicts?resolved=%d&outcome=%s", s.LateID, *c.Resolution), a.Location)
 		} else {
 			require.Equal(t, http.StatusConflict, a.Status, a.Body)
-			require.Contains(t, a.Body, "(OT133)")
+			require.Contains(t, a.Body, "("+sqlstate.ConflictResolved+")")
 			require.Contains(t, a.Body, "Someone resolved this conflict otherwise already")
 		}
 	}
@@ -204,7 +205,7 @@ func TestRefusalsAreShown(t *testing.T) {
 	// Another amount is never reinstated.
 	a := site.resolve(t, operator, s.MismatchID, "reinstate", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "(OT132)")
+	require.Contains(t, a.Body, "("+sqlstate.CannotReinstate+")")
 	require.Contains(t, a.Body, "it is a amount_mismatch on a CANCELLED order")
 	require.Equal(t, "open", readConflict(t, s.DB, s.MismatchID).State)
 
@@ -217,7 +218,7 @@ func TestRefusalsAreShown(t *testing.T) {
 	require.Equal(t, "console:olga", *c.ResolvedBy)
 	a = site.resolve(t, operator, s.MismatchID, "manual", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "(OT134)")
+	require.Contains(t, a.Body, "("+sqlstate.ConflictRefunding+")")
 	a = site.do(t, http.MethodGet, "/console/conflicts?resolved=1&outcome=%3Cscript%3E", operator, nil, nil)
 	require.Contains(t, a.Body, fmt.Sprintf(`<tr id="conflict-%d" data-state="refunding">`, s.MismatchID))
 	require.Contains(t, a.Body, "refund in progress")
@@ -226,7 +227,7 @@ func TestRefusalsAreShown(t *testing.T) {
 	// Unknown conflicts and bad input.
 	a = site.resolve(t, operator, 999999, "manual", token, nil)
 	require.Equal(t, http.StatusNotFound, a.Status)
-	require.Contains(t, a.Body, "(OT130)")
+	require.Contains(t, a.Body, "("+sqlstate.UnknownConflict+")")
 	a = site.resolve(t, operator, s.LateID, "delete", token, nil)
 	require.Equal(t, http.StatusBadRequest, a.Status)
 	for _, id := range []string{"0", "-1", "abc", "99999999999999999999"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // Bounds of every list the console shows.
@@ -276,12 +277,12 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 
 // resolutionHints explain the refusals of resolve_conflict to an operator.
 var resolutionHints = map[string]string{
-	"OT130": "This conflict does not exist (any more).",
-	"OT131": "That is not a resolution the console offers.",
-	"OT132": "Reinstate takes back a cancelled order paid late with exactly its amount and currency: refund this payment or hand it to a person (manual).",
-	"OT133": "Someone resolved this conflict otherwise already: see the history below.",
-	"OT134": "A refund of this payment has started: it is the only way this conflict can end, and the sidecar finishes it.",
-	"OT148": "Your user name cannot be recorded as the actor.",
+	sqlstate.UnknownConflict:   "This conflict does not exist (any more).",
+	sqlstate.InvalidResolution: "That is not a resolution the console offers.",
+	sqlstate.CannotReinstate:   "Reinstate takes back a cancelled order paid late with exactly its amount and currency: refund this payment or hand it to a person (manual).",
+	sqlstate.ConflictResolved:  "Someone resolved this conflict otherwise already: see the history below.",
+	sqlstate.ConflictRefunding: "A refund of this payment has started: it is the only way this conflict can end, and the sidecar finishes it.",
+	sqlstate.InvalidActor:      "Your user name cannot be recorded as the actor.",
 }
 
 // checkAction lets through a request that changes something only from an
@@ -342,9 +343,9 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT") {
+		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT) {
 			status := http.StatusConflict
-			if pgErr.Code == "OT130" {
+			if pgErr.Code == sqlstate.UnknownConflict {
 				status = http.StatusNotFound
 			}
 			msg := fmt.Sprintf("%s refused (%s): %s.", resolution, pgErr.Code, pgErr.Message)
@@ -413,7 +414,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case isPermissionDenied(err):
 			h.renderSettings(w, r, http.StatusForbidden, page{Title: "Settings", Error: "The console's database role may not change settings: pausing needs ordertimeout_admin (start the sidecar with --console-database-url naming such a role), or run `ordertimeout pause` / `resume`."})
-		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT"):
+		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT):
 			h.renderSettings(w, r, http.StatusConflict, page{Title: "Settings", Error: fmt.Sprintf("Refused (%s): %s.", pgErr.Code, pgErr.Message)})
 		default:
 			h.dbFail(w, r, "change the pause", err)
@@ -524,8 +525,7 @@ func (h *Handler) order(w http.ResponseWriter, r *http.Request) {
 		&o.Amount, &o.Currency, &items, &o.CouponID, &o.PointsAccount, &o.Points, &o.PaymentAttempted,
 		&o.OpenConflicts, &o.Now)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "OT120" || pgErr.Code == "OT101") {
+		if sqlstate.Is(err, sqlstate.UnknownOrder, sqlstate.InvalidOrderID) {
 			p.Error = fmt.Sprintf("No order %q.", raw)
 			h.render(w, r, http.StatusNotFound, "order", p)
 			return
@@ -701,6 +701,5 @@ func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status 
 }
 
 func isPermissionDenied(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+	return sqlstate.Is(err, sqlstate.InsufficientPrivilege)
 }

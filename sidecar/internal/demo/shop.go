@@ -3,18 +3,17 @@ package demo
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // timing is the demo's clock: every deadline is a fraction of the run, so a
@@ -215,11 +214,11 @@ func (s *shop) placeBackground(ctx context.Context, n int, rng *rand.Rand) {
 	payAfter := time.Duration((0.1 + 0.6*rng.Float64()) * float64(s.timing.timeout))
 
 	o, err := s.create(ctx, id, items, coupon, account, points)
-	if hasCode(err, "OT112") { // not enough free points: the buyer pays without them
+	if sqlstate.Is(err, sqlstate.InsufficientPoints) { // not enough free points: the buyer pays without them
 		o, err = s.create(ctx, id, items, coupon, "", 0)
 	}
 	switch {
-	case hasCode(err, "OT109"):
+	case sqlstate.Is(err, sqlstate.InsufficientStock):
 		s.count(&s.refused)
 		return
 	case err != nil:
@@ -378,10 +377,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// hasCode reports whether err is a PostgreSQL error with SQLSTATE code.
-func hasCode(err error, code string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == code
 }

@@ -1,17 +1,18 @@
 package sidecar
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
-	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
@@ -26,53 +27,48 @@ func (s *Sidecar) build() error {
 	if err := s.newRiver(gw); err != nil {
 		return err
 	}
-	s.newListeners()
+	if err := s.newListeners(); err != nil {
+		return err
+	}
 
 	s.rescuer = &rescue.Rescuer{
 		Pool:   s.pool,
 		After:  cfg.RescueAfter,
 		Logger: logger.With("component", "rescue"),
 	}
-	reg.NewCounterFunc("ordertimeout_jobs_rescued_total",
-		"Jobs of queue ordertimeout this sidecar handed back after they ran longer than --rescue-after by the database's clock (their worker died).",
-		func() float64 { return float64(s.rescuer.Rescued()) })
-	reg.NewGaugeFunc("ordertimeout_clock_offset_seconds",
-		"How far the database's clock is ahead of this host's (negative: behind). The sidecar follows the database's; alert above a few seconds, as the host's clock needs fixing.",
-		func() float64 { o, _ := s.clock.Offset(); return o.Seconds() })
-
-	s.poller = metrics.NewDBPoller(reg, s.pool, cfg.MetricsInterval, 0, logger.With("component", "metrics"))
-	reg.NewGaugeFunc("ordertimeout_river_running", "1 while this sidecar's River client is working jobs.", func() float64 {
+	if err := s.rescuer.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := s.clock.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	riverRunning := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ordertimeout_river_running",
+		Help: "1 while this sidecar's River client is working jobs.",
+	}, func() float64 {
 		if s.riverRunning.Load() {
 			return 1
 		}
 		return 0
 	})
+	dbStats := metrics.NewDBCollector(s.pool, 0, 0, logger.With("component", "metrics"))
+	if err := metrics.Register(reg, riverRunning, dbStats); err != nil {
+		return err
+	}
 	return s.newHTTP()
 }
 
 // newGateway builds the gateway driver of the configuration with its
-// metrics.
+// metrics, rate-limited when GatewayRate is set.
 func (s *Sidecar) newGateway() (gateway.Gateway, error) {
-	reg := s.reg
-	gatewayCalls := reg.NewCounter("ordertimeout_gateway_calls_total",
-		"Calls this sidecar made to the payment gateway, by operation (order, close, refund, payments) and result (ok, unavailable, bad_answer, bad_request).",
-		"op", "result")
-	gatewaySeconds := reg.NewHistogram("ordertimeout_gateway_call_seconds",
-		"Duration of this sidecar's calls to the payment gateway.",
-		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, "op")
-	return s.gateway(func(op, result string, d time.Duration) {
-		gatewayCalls.Inc(op, result)
-		gatewaySeconds.Observe(d.Seconds(), op)
-	})
-}
-
-// gateway builds the gateway driver of the configuration, rate-limited
-// when GatewayRate is set.
-func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gateway.Gateway, error) {
 	cfg := s.cfg
+	m, err := gateway.NewMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
 	var gw gateway.Gateway
 	if cfg.GatewayDriver == gateway.DriverStripe {
-		d, err := stripe.New(stripe.Config{Key: cfg.StripeKey, URL: cfg.StripeURL, Timeout: cfg.GatewayTimeout, Retries: cfg.GatewayRetries, Observe: observe})
+		d, err := stripe.New(stripe.Config{Key: cfg.StripeKey, URL: cfg.StripeURL, Timeout: cfg.GatewayTimeout, Retries: cfg.GatewayRetries, Observe: m.Observe})
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +79,7 @@ func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gat
 			Token:   cfg.GatewayToken,
 			Timeout: cfg.GatewayTimeout,
 			Retries: cfg.GatewayRetries,
-			Observe: observe,
+			Observe: m.Observe,
 		}
 	}
 	if cfg.GatewayRate == 0 {
@@ -93,97 +89,48 @@ func (s *Sidecar) gateway(observe func(op, result string, d time.Duration)) (gat
 	if err != nil {
 		return nil, err
 	}
-	throttled := s.reg.NewCounter("ordertimeout_gateway_throttled_total",
-		"Calls to the payment gateway the rate limit (--gateway-rate) held back, by operation and result: waited (sent after a wait) or snoozed (not sent: the job asks later).",
-		"op", "result")
-	waits := s.reg.NewHistogram("ordertimeout_gateway_throttle_wait_seconds",
-		"How long calls to the payment gateway waited for the rate limit.",
-		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}, "op")
-	l.Observe = func(op string, waited time.Duration, sent bool) {
-		if sent {
-			throttled.Inc(op, "waited")
-		} else {
-			throttled.Inc(op, "snoozed")
-		}
-		if waited > 0 {
-			waits.Observe(waited.Seconds(), op)
-		}
-	}
+	l.Observe = m.ObserveThrottle
 	return l, nil
 }
 
 // newRiver builds the River client with the workers of package worker, the
 // retention and the continuous reconciliation.
 func (s *Sidecar) newRiver(gw gateway.Gateway) error {
-	cfg, logger, reg := s.cfg, s.logger, s.reg
-	jobOutcomes := reg.NewCounter("ordertimeout_jobs_total",
-		"River jobs this sidecar worked, by kind and outcome (e.g. payment_check paid, precancel_check cancelled, resolve_conflict reinstated or refunded, snoozed, error).",
-		"kind", "outcome")
-	conflictsResolved := reg.NewCounter("ordertimeout_conflicts_resolved_total",
-		"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, refunded_after_resolution).",
-		"outcome")
-	badAnswers := reg.NewCounter("ordertimeout_gateway_bad_answers_total",
-		"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
-		"kind")
-	reconciled := reg.NewCounter("ordertimeout_reconcile_transactions_total",
-		"Gateway transactions this sidecar's continuous reconciliation judged, by outcome (ok, confirmed, late_payment, double_payment, amount_mismatch, known_conflict, amount_differs, refund_unknown, unknown_order, other_order).",
-		"outcome")
-	lostCallbacks := reg.NewCounter("ordertimeout_reconcile_lost_callbacks_total",
-		"Payments this sidecar's reconciliation found at the gateway whose callback never came: confirmed on a live order, or a new conflict with cause reconcile. A direct measure of lost callbacks; alert on any increase.")
-	mismatches := reg.NewCounter("ordertimeout_reconcile_mismatches_total",
-		"Gateway transactions whose amount or currency differs from this database's (amount_differs, amount_mismatch).")
-	reported := reg.NewCounter("ordertimeout_reconcile_reported_total",
-		"Gateway transactions reported for a person, by outcome (amount_differs, refund_unknown, unknown_order, other_order): nothing in the database resolves them.",
-		"outcome")
+	cfg, logger := s.cfg, s.logger
+	m, err := worker.NewMetrics(s.reg)
+	if err != nil {
+		return err
+	}
 	workers := river.NewWorkers()
-	err := worker.Register(workers, &worker.Deps{
-		Reconciled: func(outcome string) {
-			reconciled.Inc(outcome)
-			if reconcile.IsLostCallback(outcome) {
-				lostCallbacks.Inc()
-			}
-			if reconcile.IsMismatch(outcome) {
-				mismatches.Inc()
-			}
-			if reconcile.NeedsPerson(outcome) {
-				reported.Inc(outcome)
-			}
-		},
+	err = worker.Register(workers, &worker.Deps{
+		Reconciled:        m.Reconciled,
 		ReconcileOverlap:  cfg.ReconcileOverlap,
 		ReconcileLookback: cfg.ReconcileLookback,
 		Pool:              s.pool,
 		Gateway:           gw,
 		WebhookURL:        cfg.WebhookURL,
 		WebhookSecret:     cfg.WebhookSecret,
-		WebhookClient:     &http.Client{Timeout: cmpOr(cfg.WebhookTimeout, 10*time.Second)},
+		WebhookClient:     &http.Client{Timeout: cmp.Or(cfg.WebhookTimeout, 10*time.Second)},
 		Now:               s.clock.Now,
 		Logger:            logger,
-		Outcome: func(kind, outcome string) {
-			jobOutcomes.Inc(kind, outcome)
-			if outcome == "bad_answer" {
-				badAnswers.Inc(kind)
-			}
-			if kind == (worker.ResolveConflictArgs{}).Kind() && outcome != "error" && outcome != "snoozed" && outcome != "interrupted" && outcome != "bad_answer" && outcome != "bad_request" {
-				conflictsResolved.Inc(outcome)
-			}
-		},
+		Outcome:           m.Outcome,
 	})
 	if err != nil {
 		return err
 	}
 	var periodic []*river.PeriodicJob
 	if cfg.CloseAfter > 0 || cfg.PurgeAfter > 0 {
-		retention := &worker.RetentionWorker{Deps: &worker.Deps{Pool: s.pool, Logger: logger, Outcome: func(kind, outcome string) {
-			jobOutcomes.Inc(kind, outcome)
-		}}, CloseAfter: cfg.CloseAfter, PurgeAfter: cfg.PurgeAfter, PurgePaidAfter: cfg.PurgePaidAfter}
+		retention := &worker.RetentionWorker{Deps: &worker.Deps{Pool: s.pool, Logger: logger, Outcome: m.Outcome},
+			CloseAfter: cfg.CloseAfter, PurgeAfter: cfg.PurgeAfter, PurgePaidAfter: cfg.PurgePaidAfter}
 		if err := river.AddWorkerSafely(workers, retention); err != nil {
 			return fmt.Errorf("register retention worker: %w", err)
 		}
 		periodic = append(periodic, retention.PeriodicJob(cfg.RetentionEvery))
 	}
 
-	// Only queue "ordertimeout". Never add queue "ordertimeout_expire": its
-	// rows are timers that only ordertimeout.sweep_due may claim.
+	// Only queue "ordertimeout". Never add the timer queue (timer.Name,
+	// "ordertimeout_expire"): its rows are timers that only
+	// ordertimeout.sweep_due may claim.
 	//
 	// River takes the time of a snoozed or retried job's next run, and of
 	// the promotion of scheduled jobs, from its time generator: the
@@ -191,7 +138,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 	// not stretch or void a snooze. River's interface for this lives in its
 	// test config but is meant for production use (rivertype.TimeGenerator).
 	if cfg.ReconcileEvery > 0 {
-		args := worker.ReconcileArgs{Source: cmpOr(cfg.ReconcileSource, "gateway:"+cmpOr(cfg.GatewayDriver, gateway.DriverHTTP))}
+		args := worker.ReconcileArgs{Source: cmp.Or(cfg.ReconcileSource, "gateway:"+cmp.Or(cfg.GatewayDriver, gateway.DriverHTTP))}
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))

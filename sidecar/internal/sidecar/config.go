@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,7 +117,6 @@ type Config struct {
 	HTTPAllowedHosts []string
 	UIUser           string
 	UIPassword       string
-	MetricsInterval  time.Duration
 
 	// ConsoleViewer and ConsoleOperator are the console's users,
 	// "user:password" each (package console). Without either, the console
@@ -194,12 +194,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SweepSessions <= 0 {
 		cfg.SweepSessions = sweep.DefaultSessions
 	}
-	cfg.FetchCooldown = cmpOr(cfg.FetchCooldown, DefaultFetchCooldown)
-	cfg.FetchPollInterval = cmpOr(cfg.FetchPollInterval, DefaultFetchPollInterval)
-	cfg.ShutdownTimeout = cmpOr(cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	cfg.JobTimeout = cmpOr(cfg.JobTimeout, DefaultJobTimeout)
-	cfg.RescueAfter = cmpOr(cfg.RescueAfter, DefaultRescueAfter)
-	cfg.ConflictRescan = cmpOr(cfg.ConflictRescan, DefaultConflictRescan)
+	cfg.FetchCooldown = cmp.Or(cfg.FetchCooldown, DefaultFetchCooldown)
+	cfg.FetchPollInterval = cmp.Or(cfg.FetchPollInterval, DefaultFetchPollInterval)
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, DefaultJobTimeout)
+	cfg.RescueAfter = cmp.Or(cfg.RescueAfter, DefaultRescueAfter)
+	cfg.ConflictRescan = cmp.Or(cfg.ConflictRescan, DefaultConflictRescan)
 	if cfg.RescueAfter < cfg.JobTimeout {
 		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
 	}
@@ -237,14 +237,6 @@ func checkWebhook(cfg Config) error {
 	return nil
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 // checkRetention checks the retention settings of cfg and sets the default
 // of RetentionEvery.
 func checkRetention(cfg *Config) error {
@@ -260,7 +252,7 @@ func checkRetention(cfg *Config) error {
 	if cfg.PurgePaidAfter > 0 && cfg.PurgeAfter == 0 {
 		return errors.New("purge-paid-after needs purge-after")
 	}
-	cfg.RetentionEvery = cmpOr(cfg.RetentionEvery, DefaultRetentionEvery)
+	cfg.RetentionEvery = cmp.Or(cfg.RetentionEvery, DefaultRetentionEvery)
 	if cfg.RetentionEvery < time.Second || cfg.RetentionEvery > 24*time.Hour {
 		return fmt.Errorf("retention interval must be between 1s and 24h, got %s", cfg.RetentionEvery)
 	}

@@ -2,8 +2,10 @@
 // name the sidecar (ordertimeout.actor = "sidecar:<name>"), the cancel sweep
 // (package sweep), a River client serving queue "ordertimeout" with the
 // workers of package worker, the listener (package listener: one LISTEN
-// connection for the conflicts and the sweep's wake-ups), the database
-// statistics poller and the HTTP server (packages metrics, server).
+// connection for the conflicts and the sweep's wake-ups), the metrics
+// registry every part registers its own metrics on, with the database's
+// statistics read at each scrape (package metrics), and the HTTP server
+// (package server).
 //
 // Run starts them and, when its context ends, stops them in order: the sweep
 // stops claiming (a sweep in flight commits), the listener closes, River stops

@@ -2,8 +2,8 @@ package sidecar
 
 import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
-	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The parts the package's tests inspect; the sidecar itself exposes none.
@@ -15,4 +15,4 @@ func (s *Sidecar) Sweeper() *sweep.Sweeper { return s.sweeper }
 func (s *Sidecar) Listener() *listener.Listener { return s.listen }
 
 // Registry returns the sidecar's metrics.
-func (s *Sidecar) Registry() *metrics.Registry { return s.reg }
+func (s *Sidecar) Registry() *prometheus.Registry { return s.reg }

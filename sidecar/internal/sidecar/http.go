@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 )
 
@@ -35,7 +37,7 @@ func (s *Sidecar) newHTTP() error {
 	}
 	s.http = &server.Server{
 		Addr:         cfg.HTTPAddr,
-		Metrics:      reg.Handler(),
+		Metrics:      metrics.Handler(reg, logger.With("component", "metrics")),
 		Ready:        s.Ready,
 		RiverUI:      ui,
 		UIUser:       cfg.UIUser,
@@ -63,7 +65,7 @@ func (s *Sidecar) newConsole() (http.Handler, error) {
 		return nil, fmt.Errorf("console operator: %w", err)
 	}
 	anonymous := viewer.User == "" && operator.User == ""
-	if anonymous && !isLoopbackAddr(cmpOr(cfg.HTTPAddr, server.DefaultAddr)) {
+	if anonymous && !isLoopbackAddr(cmp.Or(cfg.HTTPAddr, server.DefaultAddr)) {
 		s.logger.Warn("console not served: the HTTP server listens beyond localhost and no console viewer or operator is set")
 		return nil, nil
 	}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/status"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
@@ -44,8 +47,7 @@ type Sidecar struct {
 	listen  *listener.Listener
 	clock   *dbclock.Clock
 	rescuer *rescue.Rescuer
-	poller  *metrics.DBPoller
-	reg     *metrics.Registry
+	reg     *prometheus.Registry
 	http    *server.Server
 	ui      *riverui.Handler
 	// consolePool is the console's own pool (ConsoleDatabaseURL), or nil.
@@ -79,12 +81,12 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	// Sweep sessions, workers, and River's own (fetch, completer, leader,
 	// notifier) connections.
-	poolConfig.MaxConns = int32(cmpOr(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
+	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: &metrics.Registry{}, clock: &dbclock.Clock{}}
+	s := &Sidecar{cfg: cfg, logger: logger, pool: pool, reg: metrics.NewRegistry(), clock: &dbclock.Clock{}}
 	if err := s.build(); err != nil {
 		pool.Close()
 		if s.consolePool != nil {
@@ -168,7 +170,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		s.clock.Run(ctx, s.pool, dbclock.DefaultInterval, logger.With("component", "clock"))
 		return nil
 	})
-	run(func(ctx context.Context) error { s.poller.Run(ctx); return nil })
+	run(func(ctx context.Context) error {
+		status.WarnWhilePaused(ctx, s.pool, 0, logger.With("component", "pause"))
+		return nil
+	})
 	if s.http != nil {
 		if err := s.ui.Start(ctx); err != nil {
 			logger.Error("start River UI", "error", err)

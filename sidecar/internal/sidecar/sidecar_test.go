@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +23,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
+	"github.com/ordertimeout/ordertimeout/sidecar/metricstest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/sidecar/webhook"
 )
@@ -542,12 +541,11 @@ func TestRunsWithTheSidecarRole(t *testing.T) {
 	sidecartest.WaitStatus(t, e.db, "LATE1", "PAID", 15*time.Second)
 	require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.events WHERE actor = 'sidecar:role' AND cause = 'conflict'"))
 
-	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/metrics")
+	page := metricstest.Scrape(t.Context(), "http://"+s.HTTPAddr().String()+"/metrics")
+	require.Positive(t, sidecartest.Metric(t, page, "ordertimeout_db_polls_total", "result", "ok"), "the role reads the statistics")
+	_, found, err := metricstest.Sum(page, "ordertimeout_db_polls_total", "result", "error")
 	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Contains(t, string(body), `ordertimeout_db_polls_total{result="ok"}`)
-	require.NotContains(t, string(body), `ordertimeout_db_polls_total{result="error"}`)
+	require.False(t, found, "no read of the statistics failed")
 
 	// River's UI works with the role too (served without auth on localhost).
 	for _, path := range []string{"/riverui/api/jobs?state=completed", "/riverui/api/queues", "/riverui/api/states"} {
@@ -599,27 +597,35 @@ func TestHTTPServer(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, _ = get("/readyz", "", "")
 	require.Equal(t, 200, code)
-	code, body := get("/metrics", "", "")
-	require.Equal(t, 200, code)
-	require.Contains(t, body, "# TYPE ordertimeout_sweep_cancelled_total counter\nordertimeout_sweep_cancelled_total 1\n")
-	require.Contains(t, body, "ordertimeout_db_sweep{stat=\"open_conflicts\"} 0")
-	m := regexp.MustCompile(`(?m)^ordertimeout_clock_offset_seconds (\S+)$`).FindStringSubmatch(body)
-	require.NotNil(t, m, "the clock offset is exported")
-	offset, err := strconv.ParseFloat(m[1], 64)
-	require.NoError(t, err)
-	require.InDelta(t, 0, offset, 0.5, "host and database share a clock here")
-	require.Contains(t, body, "# TYPE ordertimeout_jobs_rescued_total counter\nordertimeout_jobs_rescued_total 0\n")
+	page := metricstest.Scrape(t.Context(), base+"/metrics")
+	require.Equal(t, 1.0, sidecartest.Metric(t, page, "ordertimeout_sweep_cancelled_total"))
+	for _, m := range []struct {
+		name   string
+		labels []string
+	}{
+		{"ordertimeout_db_sweep", []string{"stat", "open_conflicts"}},
+		{"ordertimeout_jobs_rescued_total", nil},
+		{"ordertimeout_clock_offset_seconds", nil},
+		{"go_goroutines", nil},
+		{"process_resident_memory_bytes", nil},
+	} {
+		_, found, err := metricstest.Sum(page, m.name, m.labels...)
+		require.NoError(t, err)
+		require.True(t, found, "%s%q is served", m.name, m.labels)
+	}
+	require.Zero(t, sidecartest.Metric(t, page, "ordertimeout_db_sweep", "stat", "open_conflicts"))
+	require.Zero(t, sidecartest.Metric(t, page, "ordertimeout_jobs_rescued_total"))
+	require.InDelta(t, 0, sidecartest.Metric(t, page, "ordertimeout_clock_offset_seconds"), 0.5, "host and database share a clock here")
 	code, _ = get("/riverui/", "", "")
 	require.Equal(t, 401, code)
-	code, body = get("/riverui/", "admin", "pw")
+	code, body := get("/riverui/", "admin", "pw")
 	require.Equal(t, 200, code, body)
 	code, _ = get("/riverui/api/jobs?state=completed", "admin", "pw")
 	require.Equal(t, 200, code)
 
 	// Cancel lag reaches the histogram once settled.
 	sidecartest.Eventually(t, 15*time.Second, "the cancel lag histogram", func() (bool, error) {
-		_, body := get("/metrics", "", "")
-		return strings.Contains(body, `ordertimeout_db_cancel_lag_seconds_count{cause="timeout"} 1`), nil
+		return sidecartest.Metric(t, page, "ordertimeout_db_cancel_lag_seconds", "cause", "timeout") == 1, nil
 	})
 }
 

@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/metricstest"
 )
 
 // Logger returns a logger for tests: warnings and errors only, unless
@@ -131,7 +134,6 @@ func Config(databaseURL, gatewayURL, name string) sidecar.Config {
 		FetchPollInterval: 20 * time.Millisecond,
 		MaxWorkers:        10,
 		HTTPAddr:          "-",
-		MetricsInterval:   time.Second,
 		ShutdownTimeout:   5 * time.Second,
 		Logger:            Logger(),
 	}
@@ -234,4 +236,14 @@ func CreateMany(t testing.TB, db *pgxpool.Pool, prefix string, n, skus int, time
 	for err := range errs {
 		t.Fatalf("create orders: %v", err)
 	}
+}
+
+// Metric returns the sum of the samples of metric family name in g whose
+// labels include the pairs of labels (name, value, ...), 0 when there is
+// none (see metricstest.Sum).
+func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	v, _, err := metricstest.Sum(g, name, labels...)
+	require.NoError(t, err)
+	return v
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // WakeChannel is the channel on which the database announces a deadline that
@@ -279,8 +281,7 @@ func (s *Sweeper) wakeup() chan struct{} {
 }
 
 func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	return sqlstate.Is(err, sqlstate.SerializationFailure, sqlstate.DeadlockDetected)
 }
 
 func (s *Sweeper) batch() int {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // Defaults of continuous reconciliation.
@@ -126,7 +127,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
-	if hasCode(err, "OT171") {
+	if sqlstate.Is(err, sqlstate.InvalidTransaction) {
 		// The database refuses a transaction the client let through: the
 		// gateway's answer breaks the contract.
 		err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // ResolveConflictArgs resolves one conflict. The sidecar inserts it (package
@@ -107,13 +108,13 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		case "reinstate":
 			outcome, err := w.resolve(ctx, id, "reinstate")
 			switch {
-			case hasCode(err, "OT132"):
+			case sqlstate.Is(err, sqlstate.CannotReinstate):
 				log.Info("cannot reinstate, refunding instead", "reason", err)
-			case hasCode(err, "OT133"):
+			case sqlstate.Is(err, sqlstate.ConflictResolved):
 				log.Info("conflict already resolved otherwise", "reason", err)
 				w.outcome(job.Kind, "already_resolved")
 				return nil
-			case hasCode(err, "OT134"):
+			case sqlstate.Is(err, sqlstate.ConflictRefunding):
 				log.Info("conflict is being refunded already: continuing that refund")
 			case err != nil:
 				return retry(ctx, w.Deps, job, true, err)
@@ -130,7 +131,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		// Claim the refund before any gateway call.
 		outcome, err := w.resolve(ctx, id, "refund")
 		switch {
-		case hasCode(err, "OT133"):
+		case sqlstate.Is(err, sqlstate.ConflictResolved):
 			log.Info("conflict already resolved otherwise", "reason", err)
 			w.outcome(job.Kind, "already_resolved")
 			return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 	"github.com/ordertimeout/ordertimeout/sidecar/webhook"
 )
 
@@ -109,7 +110,7 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 			  WHERE event_id = $2`,
 			[]any{a.OrderID, a.EventID},
 			&ev.FromStatus, &ev.ToStatus, &ev.Cause, &ev.Actor, &lateness, &ev.At, &ev.Detail)
-		if hasCode(err, "OT120") {
+		if sqlstate.Is(err, sqlstate.UnknownOrder) {
 			w.outcome(job.Kind, "unknown_order")
 			return river.JobCancel(fmt.Errorf("webhook for event %d: %w", a.EventID, errUnknownOrder))
 		}

@@ -11,17 +11,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // Queue is the River queue of every job kind in this package. The sidecar's
-// River client serves it; the timer queue ordertimeout_expire it must never
-// serve.
+// River client serves it; the timer queue (timer.Name, ordertimeout_expire)
+// it must never serve.
 const Queue = "ordertimeout"
 
 // Snooze pauses: the first snooze waits about minSnooze, each further one
@@ -159,7 +159,7 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 		d := time.Duration(*gwLeft * float64(time.Second))
 		st.GatewayExpiry = &d
 	}
-	if hasCode(err, "OT120") {
+	if sqlstate.Is(err, sqlstate.UnknownOrder) {
 		return orderState{}, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
 	}
 	if err != nil {
@@ -178,7 +178,7 @@ func gatewayRef(ctx context.Context, db *pgxpool.Pool, orderID string) (gateway.
 		return ref, fmt.Errorf("read payments of order %q: %w", orderID, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if hasCode(err, "OT120") {
+	if sqlstate.Is(err, sqlstate.UnknownOrder) {
 		return ref, fmt.Errorf("read payments of order %q: %w", orderID, errUnknownOrder)
 	}
 	if err != nil {
@@ -243,7 +243,7 @@ func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID st
 	var result string
 	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
 		orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
-	if hasCode(err, "OT121") || hasCode(err, "OT126") || hasCode(err, "OT128") {
+	if sqlstate.Is(err, sqlstate.InvalidPaymentID, sqlstate.InvalidAmount, sqlstate.InvalidCurrency) {
 		return "", fmt.Errorf("confirm payment %q of order %q: the database refuses the gateway's answer: %w: %w", paymentID, orderID, err, gateway.ErrBadAnswer)
 	}
 	if err != nil {
@@ -269,7 +269,7 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 	case ctx.Err() != nil:
 		d.outcome(kind, "interrupted")
 		return river.JobSnooze(0)
-	case hasCode(err, "OT137"):
+	case sqlstate.Is(err, sqlstate.Paused):
 		// Timeout cancels are paused: ask again after the pause.
 		d.outcome(kind, "paused")
 		return river.JobSnooze(pausedSnooze)
@@ -344,11 +344,6 @@ func snoozes(job *rivertype.JobRow) int {
 	}
 	_ = json.Unmarshal(job.Metadata, &meta)
 	return meta.Snoozes
-}
-
-func hasCode(err error, code string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == code
 }
 
 // queryOne runs a query expected to return at most one row; found is false

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // ErrUnsupported marks the errors of Create that mean no cluster can be made
@@ -328,7 +330,7 @@ func Unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {
-		case "08", "57": // connection exceptions; admin shutdown, crash shutdown, cannot connect now
+		case sqlstate.ClassConnectionException, sqlstate.ClassOperatorIntervention: // admin shutdown, crash shutdown, cannot connect now
 			return true
 		}
 		return false

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 	"github.com/ordertimeout/ordertimeout/tests/internal/pgcluster"
 )
 
@@ -170,7 +171,7 @@ func (r *run) order(ctx context.Context, i int) {
 		l.noteErr("begin_payment", err)
 		var pgErr *pgconn.PgError
 		l.mu.Lock()
-		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "OT") {
+		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT) {
 			// Refused, e.g. expired before the producer got to it: unpaid.
 			l.refused++
 			l.cancelled = append(l.cancelled, id)

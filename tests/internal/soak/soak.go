@@ -18,6 +18,7 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -132,18 +133,18 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	c.Duration = cmpOr(c.Duration, DefaultDuration)
-	c.Rate = cmpOr(c.Rate, DefaultRate)
-	c.Sidecars = cmpOr(c.Sidecars, DefaultSidecars)
-	c.Timeout = cmpOr(c.Timeout, DefaultTimeout)
-	c.PayingWindow = cmpOr(c.PayingWindow, DefaultPayingWindow)
-	c.Workers = cmpOr(c.Workers, DefaultWorkers)
-	c.FaultEvery = cmpOr(c.FaultEvery, DefaultFaultEvery)
-	c.FaultTail = cmpOr(c.FaultTail, DefaultFaultTail)
-	c.Slack = cmpOr(c.Slack, DefaultSlack)
-	c.DrainTimeout = cmpOr(c.DrainTimeout, DefaultDrainTimeout)
-	c.CheckEvery = cmpOr(c.CheckEvery, DefaultCheckEvery)
-	c.ProgressEvery = cmpOr(c.ProgressEvery, DefaultProgressEvery)
+	c.Duration = cmp.Or(c.Duration, DefaultDuration)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Sidecars = cmp.Or(c.Sidecars, DefaultSidecars)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.PayingWindow = cmp.Or(c.PayingWindow, DefaultPayingWindow)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.FaultEvery = cmp.Or(c.FaultEvery, DefaultFaultEvery)
+	c.FaultTail = cmp.Or(c.FaultTail, DefaultFaultTail)
+	c.Slack = cmp.Or(c.Slack, DefaultSlack)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.CheckEvery = cmp.Or(c.CheckEvery, DefaultCheckEvery)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, DefaultProgressEvery)
 	if c.Faults == nil {
 		c.Faults = AllKinds
 	}
@@ -640,12 +641,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
