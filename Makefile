@@ -114,11 +114,33 @@ check-migrations: ## Check migrations/ goes up, down, up and matches sql/install
 # with a new migration version needs a new migration number of its own (the
 # next free one), not this target. Migration 000009 was generated from
 # sql/install.sql by tests/bin/gen-initial-migration until it shipped; that
-# generator is retired (see README, Development) and later schema changes are
-# hand-written migrations 000010 and up.
+# generator is retired (see README, Development). From 000012 on, a schema
+# change's migration is written by make gen-migration.
 .PHONY: gen-river-migrations
 gen-river-migrations: ## Rewrite River's migrations 000001-000008 from the River module (reproduces the shipped files)
 	$(GO) run ./sidecar/cmd/genrivermigrations -dir migrations
+
+# A schema change's migration: make gen-migration FROM=<commit before the
+# change> NAME=NNNNNN_verb_object writes migrations/NAME.up.sql and .down.sql
+# with sidecar/cmd/genmigration from what plpgsql/ and sql/views.sql changed
+# since FROM (functions, procedures, views, their grants), up to the working
+# tree or to the commit TO names. Statements on
+# tables are hand-written in migrations/hand/NAME.up-prelude.sql (before the
+# generated up) and NAME.down-postlude.sql (after the generated down), the why
+# in NAME.comment.txt; those that exist are passed. FORCE=1 writes an
+# unreleased migration again; EXCLUDE=name,... leaves out the functions a
+# later migration changes (000013 changes resolve_conflict):
+#   make gen-migration FROM=daea0a1 NAME=000012_own_river_tables_in_jobs EXCLUDE=resolve_conflict FORCE=1
+HAND = migrations/hand/$(NAME)
+.PHONY: gen-migration
+gen-migration: ## Write migrations/NAME.{up,down}.sql from what plpgsql/ and sql/views.sql changed since FROM (TO=, EXCLUDE=, FORCE=1)
+	@test -n "$(FROM)" -a -n "$(NAME)" || { echo "usage: make gen-migration FROM=<git revision> NAME=NNNNNN_verb_object [TO=<git revision>] [EXCLUDE=name,...] [FORCE=1]" >&2; exit 2; }
+	$(GO) run ./sidecar/cmd/genmigration -from '$(FROM)' -name '$(NAME)' \
+		$(if $(TO),-to '$(TO)') $(if $(EXCLUDE),-exclude '$(EXCLUDE)') \
+		$(if $(wildcard $(HAND).up-prelude.sql),-up-prelude $(HAND).up-prelude.sql) \
+		$(if $(wildcard $(HAND).down-postlude.sql),-down-postlude $(HAND).down-postlude.sql) \
+		$(if $(wildcard $(HAND).comment.txt),-comment $(HAND).comment.txt) \
+		$(if $(FORCE),-force)
 
 .PHONY: vet
 vet: ## Run go vet
