@@ -45,7 +45,7 @@ BEGIN
     INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
     VALUES (order_id, from_status, to_status, cause, ordertimeout._actor(), at, detail)
     RETURNING event_id INTO v_event_id;
-    IF webhook THEN
+    IF webhook AND (SELECT s.webhooks FROM ordertimeout.settings AS s) THEN
         PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
     END IF;
     RETURN v_event_id;
