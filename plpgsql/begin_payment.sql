@@ -31,17 +31,29 @@ DECLARE
     v_job_id      bigint;
     v_method      text;
     v_grace       interval;
+    v_order       ordertimeout.orders;
+    v_event_id    bigint;
 BEGIN
-    PERFORM ordertimeout._check_order_id(begin_payment.order_id);
-    PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
-    PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
+    -- Each check helper runs only when its argument fails the quick test
+    -- (see plpgsql/checks.sql), and raises the error naming the field.
+    IF NOT ordertimeout._is_identifier(begin_payment.order_id, 64) THEN
+        PERFORM ordertimeout._check_order_id(begin_payment.order_id);
+    END IF;
+    IF NOT ordertimeout._is_identifier(begin_payment.payment_id, 128) THEN
+        PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
+    END IF;
+    IF NOT ordertimeout._is_duration(begin_payment.paying_window, interval '30 days') THEN
+        PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
+    END IF;
     IF begin_payment.method IS NOT NULL THEN
         PERFORM ordertimeout._payment_method('method', begin_payment.method);
     END IF;
 
-    SELECT o.status, o.expire_at, o.timer_job_id, coalesce(begin_payment.method, o.payment_method)
-    INTO v_status, v_expire, v_timer, v_method
-    FROM ordertimeout._lock_order(begin_payment.order_id) AS o;
+    v_order := ordertimeout._lock_order(begin_payment.order_id);
+    v_status := v_order.status;
+    v_expire := v_order.expire_at;
+    v_timer := v_order.timer_job_id;
+    v_method := coalesce(begin_payment.method, v_order.payment_method);
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p
@@ -106,7 +118,7 @@ BEGIN
     IF v_status = 'PENDING' THEN
         PERFORM ordertimeout._drop_timer(v_timer);
     END IF;
-    PERFORM ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
+    v_event_id := ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
         jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
                            'gateway_expire_at', v_gw_expire, 'method', v_method));
 

@@ -22,6 +22,7 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_settings ordertimeout.settings;
+    v_norm     record;
     v_items    jsonb;
     v_options  jsonb;
     v_request  jsonb;
@@ -31,17 +32,31 @@ DECLARE
     v_job_id   bigint;
     v_skus     text[];
     v_qtys     integer[];
-    v_found    integer;
-    v_short    text;
     v_missing  text;
     v_coupon   text;
     v_account  text;
     v_points   bigint;
+    v_event_id bigint;
+    v_woke     boolean;
+    v_state    ordertimeout.order_state;
 BEGIN
-    PERFORM ordertimeout._check_order_id(create_order.order_id);
-    v_items := ordertimeout._normalize_items(create_order.items);
-    v_options := ordertimeout._normalize_options(create_order.options);
-    PERFORM ordertimeout._check_interval('timeout', create_order.timeout, interval '30 days', 'OT113');
+    -- Each check helper runs only when its argument fails the quick test
+    -- (see plpgsql/checks.sql), and raises the error naming the field.
+    IF NOT ordertimeout._is_identifier(create_order.order_id, 64) THEN
+        PERFORM ordertimeout._check_order_id(create_order.order_id);
+    END IF;
+    v_norm := ordertimeout._normalize_items(create_order.items);
+    v_items := v_norm.normalized;
+    v_skus := v_norm.skus;
+    v_qtys := v_norm.qtys;
+    IF create_order.options IS NULL OR create_order.options = '{}' THEN
+        v_options := '{}';
+    ELSE
+        v_options := ordertimeout._normalize_options(create_order.options);
+    END IF;
+    IF NOT ordertimeout._is_duration(create_order.timeout, interval '30 days') THEN
+        PERFORM ordertimeout._check_interval('timeout', create_order.timeout, interval '30 days', 'OT113');
+    END IF;
 
     SELECT * INTO v_settings FROM ordertimeout.settings;
     v_expire := v_now + coalesce(create_order.timeout, v_settings.default_timeout);
@@ -78,12 +93,6 @@ BEGIN
             USING ERRCODE = 'OT115';
     END IF;
 
-    -- The items as arrays sorted by sku: the stock rows are locked in that order.
-    SELECT array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
-           array_agg((e.value ->> 'qty')::integer ORDER BY e.value ->> 'sku')
-    INTO v_skus, v_qtys
-    FROM jsonb_array_elements(v_items) AS e;
-
     INSERT INTO ordertimeout.order_items (order_id, sku, qty)
     SELECT create_order.order_id, r.sku, r.qty
     FROM unnest(v_skus, v_qtys) AS r(sku, qty);
@@ -101,42 +110,36 @@ BEGIN
             v_expire - v_settings.remind_before);
     END IF;
 
-    PERFORM ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
-    PERFORM ordertimeout._wake_if_sooner(v_cancel);
+    v_event_id := ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);
+    v_woke := ordertimeout._wake_if_sooner(v_cancel);
 
     -- Reserve stock, all or nothing, last: a popular SKU's row stays locked
     -- only from here to the commit, not while the rest of the order is
-    -- written. Rows are locked in sku order. A failure rolls back everything
+    -- written. One conditional UPDATE per SKU, in sku order (the lock order
+    -- of every function that locks stock rows); one that finds no row (an
+    -- unknown SKU, or not enough stock) raises, which rolls back everything
     -- above.
-    SELECT count(*), min(l.sku) FILTER (WHERE l.available < l.qty)
-    INTO v_found, v_short
-    FROM (SELECT s.sku, s.available, r.qty
-            FROM ordertimeout.stock AS s
-            JOIN unnest(v_skus, v_qtys) AS r(sku, qty) ON r.sku = s.sku
-           ORDER BY s.sku
-             FOR NO KEY UPDATE OF s) AS l;
-
-    IF v_found < cardinality(v_skus) THEN
-        SELECT r.sku INTO v_missing
-        FROM unnest(v_skus) AS r(sku)
-        WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.stock AS s WHERE s.sku = r.sku)
-        ORDER BY 1
-        LIMIT 1;
-        RAISE EXCEPTION 'items: sku "%" is unknown', v_missing
-            USING ERRCODE = 'OT108';
-    END IF;
-    IF v_short IS NOT NULL THEN
-        RAISE EXCEPTION 'items: not enough stock of sku "%" (% available, % requested)', v_short,
-            (SELECT s.available FROM ordertimeout.stock AS s WHERE s.sku = v_short),
-            (SELECT r.qty FROM unnest(v_skus, v_qtys) AS r(sku, qty) WHERE r.sku = v_short)
-            USING ERRCODE = 'OT109';
-    END IF;
-
-    UPDATE ordertimeout.stock AS s
-    SET available = s.available - r.qty,
-        reserved = s.reserved + r.qty
-    FROM unnest(v_skus, v_qtys) AS r(sku, qty)
-    WHERE s.sku = r.sku;
+    FOR i IN 1 .. cardinality(v_skus) LOOP
+        UPDATE ordertimeout.stock AS s
+        SET available = s.available - v_qtys[i],
+            reserved = s.reserved + v_qtys[i]
+        WHERE s.sku = v_skus[i]
+          AND s.available >= v_qtys[i];
+        IF NOT FOUND THEN
+            SELECT r.sku INTO v_missing
+            FROM unnest(v_skus) AS r(sku)
+            WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.stock AS s WHERE s.sku = r.sku)
+            ORDER BY 1
+            LIMIT 1;
+            IF v_missing IS NOT NULL THEN
+                RAISE EXCEPTION 'items: sku "%" is unknown', v_missing
+                    USING ERRCODE = 'OT108';
+            END IF;
+            RAISE EXCEPTION 'items: not enough stock of sku "%" (% available, % requested)', v_skus[i],
+                (SELECT s.available FROM ordertimeout.stock AS s WHERE s.sku = v_skus[i]), v_qtys[i]
+                USING ERRCODE = 'OT109';
+        END IF;
+    END LOOP;
 
     -- Then the coupon and the points: stock, coupon, points is the lock
     -- order of every function that takes or gives back more than one.
@@ -167,7 +170,25 @@ BEGIN
         VALUES (create_order.order_id, v_account, v_points, v_now);
     END IF;
 
-    RETURN ordertimeout._order_state(create_order.order_id, true);
+    -- The new order as _order_state would read it back, from the values in
+    -- hand: the row was written above with no other defaults than these.
+    v_state.order_id := create_order.order_id;
+    v_state.status := 'PENDING';
+    v_state.created := true;
+    v_state.created_at := v_now;
+    v_state.expire_at := v_expire;
+    v_state.cancel_at := v_cancel;
+    v_state.deadline_version := 1;
+    v_state.amount := (v_options ->> 'amount')::numeric;
+    v_state.currency := v_options ->> 'currency';
+    v_state.items := v_items;
+    v_state.coupon_id := v_coupon;
+    v_state.points_account := v_account;
+    v_state.points := v_points;
+    v_state.payment_attempted := false;
+    v_state.open_conflicts := 0;
+    v_state.payment_method := v_options ->> 'method';
+    RETURN v_state;
 END
 $$;
 

@@ -45,8 +45,11 @@ BEGIN
     INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, at, detail)
     VALUES (order_id, from_status, to_status, cause, ordertimeout._actor(), at, detail)
     RETURNING event_id INTO v_event_id;
+    -- Nested: the condition with the settings is a statement of its own.
     IF webhook THEN
-        PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
+        IF (SELECT s.webhooks FROM ordertimeout.settings AS s) THEN
+            PERFORM ordertimeout._enqueue_webhooks(ARRAY[v_event_id]);
+        END IF;
     END IF;
     RETURN v_event_id;
 END

@@ -156,9 +156,10 @@ $$;
 -- Wakes the sleeping sweepers when a deadline comes before the moment they
 -- planned to wake up (ordertimeout.plan_sleep), or when no plan is recorded
 -- (sweep_state is unlogged: empty after a crash). The payload is empty: the
--- deadline is in the table.
+-- deadline is in the table. Returns whether it sent one (a value, so that
+-- create_order calls it as an expression rather than a statement).
 CREATE FUNCTION ordertimeout._wake_if_sooner(cancel_at timestamptz)
-RETURNS void
+RETURNS boolean
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -166,7 +167,9 @@ AS $$
 BEGIN
     IF cancel_at < coalesce((SELECT s.wake_at FROM ordertimeout.sweep_state AS s), 'infinity') THEN
         PERFORM pg_notify('ordertimeout_wake', '');
+        RETURN true;
     END IF;
+    RETURN false;
 END
 $$;
 

@@ -36,10 +36,20 @@ DECLARE
     v_mismatch   boolean;
     v_paid_cur   text;
     v_detail     jsonb;
+    v_order      ordertimeout.orders;
+    v_event_id   bigint;
 BEGIN
-    PERFORM ordertimeout._check_order_id(_confirm_payment.order_id);
-    PERFORM ordertimeout._check_payment_id(_confirm_payment.payment_id);
-    PERFORM ordertimeout._check_amount('amount', _confirm_payment.amount);
+    -- Each check helper runs only when its argument fails the quick test
+    -- (see plpgsql/checks.sql), and raises the error naming the field.
+    IF NOT ordertimeout._is_identifier(_confirm_payment.order_id, 64) THEN
+        PERFORM ordertimeout._check_order_id(_confirm_payment.order_id);
+    END IF;
+    IF NOT ordertimeout._is_identifier(_confirm_payment.payment_id, 128) THEN
+        PERFORM ordertimeout._check_payment_id(_confirm_payment.payment_id);
+    END IF;
+    IF _confirm_payment.amount IS NOT NULL THEN
+        PERFORM ordertimeout._check_amount('amount', _confirm_payment.amount);
+    END IF;
     IF _confirm_payment.currency IS NOT NULL AND _confirm_payment.currency !~ '^[A-Z]{3}$' THEN
         RAISE EXCEPTION 'currency must be a three-letter ISO 4217 code such as "EUR", got "%"',
             left(_confirm_payment.currency, 16)
@@ -48,8 +58,11 @@ BEGIN
 
     -- The order row lock serializes every transition of this order, and
     -- close_cancelled (which takes the same lock) with the conflict below.
-    SELECT o.status, o.amount, o.currency, o.timer_job_id INTO v_status, v_amount, v_currency, v_timer
-    FROM ordertimeout._lock_order(_confirm_payment.order_id) AS o;
+    v_order := ordertimeout._lock_order(_confirm_payment.order_id);
+    v_status := v_order.status;
+    v_amount := v_order.amount;
+    v_currency := v_order.currency;
+    v_timer := v_order.timer_job_id;
 
     SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
     FROM ordertimeout.payments AS p
@@ -81,21 +94,32 @@ BEGIN
       AND NOT v_mismatch;
 
     IF FOUND THEN
-        INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
-        VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'confirmed', _confirm_payment.amount,
-                v_paid_cur, v_now)
-        ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+        -- begin_payment wrote the payment's row, as a rule: update it; insert
+        -- one only for a confirmation without a begin.
+        UPDATE ordertimeout.payments AS p
         SET status = 'confirmed',
-            amount = coalesce(excluded.amount, p.amount),
-            currency = excluded.currency,
-            confirmed_at = excluded.confirmed_at;
+            amount = coalesce(_confirm_payment.amount, p.amount),
+            currency = v_paid_cur,
+            confirmed_at = v_now
+        WHERE p.payment_id = _confirm_payment.payment_id
+          AND p.order_id = _confirm_payment.order_id;
+        IF NOT FOUND THEN
+            INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
+            VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'confirmed', _confirm_payment.amount,
+                    v_paid_cur, v_now)
+            ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
+            SET status = 'confirmed',
+                amount = coalesce(excluded.amount, p.amount),
+                currency = excluded.currency,
+                confirmed_at = excluded.confirmed_at;
+        END IF;
         PERFORM ordertimeout._drop_timer(v_timer);
         v_detail := jsonb_build_object('payment_id', _confirm_payment.payment_id, 'amount', _confirm_payment.amount,
                                        'currency', v_paid_cur);
         IF _confirm_payment.amount IS NULL AND v_amount IS NOT NULL THEN
             v_detail := v_detail || jsonb_build_object('unverified', true);
         END IF;
-        PERFORM ordertimeout._log_event(_confirm_payment.order_id, v_status, 'PAID', _confirm_payment.cause, v_now, v_detail,
+        v_event_id := ordertimeout._log_event(_confirm_payment.order_id, v_status, 'PAID', _confirm_payment.cause, v_now, v_detail,
             webhook => true);
         -- Last, so that the stock rows stay locked only until the commit.
         PERFORM ordertimeout._consume(_confirm_payment.order_id, v_now);
