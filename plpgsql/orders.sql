@@ -433,23 +433,21 @@ BEGIN
         RETURN '{}';
     END IF;
 
-    SELECT coalesce(array_agg(l.order_id), '{}') INTO v_locked
-    FROM (SELECT o.order_id
+    -- The order rows, read once as they are locked (the latest version of
+    -- each row): those still PENDING at a version of the batch are the ones
+    -- this sweep may cancel (the rest will be moot), and need their stock and
+    -- points locked too.
+    SELECT coalesce(array_agg(l.order_id), '{}'),
+           coalesce(array_agg(l.order_id) FILTER (WHERE l.status = 'PENDING' AND t.order_id IS NOT NULL), '{}')
+    INTO v_locked, v_live
+    FROM (SELECT o.order_id, o.status, o.deadline_version
             FROM ordertimeout.orders AS o
            WHERE o.order_id = ANY (_lock_sweep_batch.order_ids)
            ORDER BY o.order_id
-             FOR NO KEY UPDATE SKIP LOCKED) AS l;
-
-    -- The orders this sweep may cancel (the rest will be moot) and what
-    -- their cancel locks.
-    SELECT coalesce(array_agg(DISTINCT t.order_id) FILTER (WHERE l.live), '{}') INTO v_live
-    FROM unnest(_lock_sweep_batch.order_ids, _lock_sweep_batch.versions) AS t(order_id, version)
-    CROSS JOIN LATERAL (
-        SELECT o.status = 'PENDING' AND o.deadline_version = t.version AS live
-        FROM ordertimeout.orders AS o
-        WHERE o.order_id = t.order_id
-        OFFSET 0) AS l
-    WHERE t.order_id = ANY (v_locked);
+             FOR NO KEY UPDATE SKIP LOCKED) AS l
+    LEFT JOIN (SELECT DISTINCT b.order_id, b.version
+                 FROM unnest(_lock_sweep_batch.order_ids, _lock_sweep_batch.versions) AS b(order_id, version)) AS t
+      ON t.order_id = l.order_id AND t.version = l.deadline_version;
     SELECT coalesce(array_agg(DISTINCT i.sku), '{}') INTO v_skus
     FROM ordertimeout.order_items AS i
     WHERE i.order_id = ANY (v_live);

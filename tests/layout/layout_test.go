@@ -65,7 +65,8 @@ func definitions(t *testing.T) map[string][]string {
 
 func TestEveryFunctionIsWhereItsNameSays(t *testing.T) {
 	seen := map[string]string{}
-	for file, fns := range definitions(t) {
+	defs := definitions(t)
+	for file, fns := range defs {
 		_, concept := conceptFiles[file]
 		for _, fn := range fns {
 			if prev, ok := seen[fn]; ok && prev != file {
@@ -95,7 +96,7 @@ func TestEveryFunctionIsWhereItsNameSays(t *testing.T) {
 		}
 	}
 	for c := range conceptFiles {
-		if _, ok := definitions(t)[c]; !ok {
+		if _, ok := defs[c]; !ok {
 			t.Errorf("concept file plpgsql/%s.sql is missing: remove it from conceptFiles", c)
 		}
 	}

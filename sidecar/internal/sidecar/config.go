@@ -206,9 +206,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
 	}
-	if cfg.JobRetention == 0 {
-		cfg.JobRetention = DefaultJobRetention
-	}
+	cfg.JobRetention = cmp.Or(cfg.JobRetention, DefaultJobRetention)
 	if cfg.JobRetention < time.Minute || cfg.JobRetention > 30*24*time.Hour {
 		return Config{}, fmt.Errorf("job-retention must be between 1m and 720h, got %s", cfg.JobRetention)
 	}
