@@ -233,10 +233,13 @@ $$;
 -- The sweep's fallback: up to max PENDING orders past cancel_at whose timer
 -- row is gone (deleted or discarded by hand, or a River bug), locked SKIP
 -- LOCKED. Orders whose timer another session holds still have their row and
--- are not returned.
+-- are not returned. claimed are the timer rows this sweep has just claimed:
+-- their orders are due but not lost, and are passed over without looking
+-- their timer row up (at steady rates they are all the due PENDING orders).
 CREATE FUNCTION ordertimeout._find_lost_timers(
     max           integer,
     at            timestamptz,
+    claimed       bigint[],
     OUT order_ids text[],
     OUT versions  integer[])
 LANGUAGE plpgsql
@@ -251,6 +254,7 @@ BEGIN
            WHERE o.status = 'PENDING'
              AND o.check_job_id IS NULL
              AND o.cancel_at <= _find_lost_timers.at
+             AND (o.timer_job_id IS NULL OR o.timer_job_id <> ALL (_find_lost_timers.claimed))
              AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
            ORDER BY o.cancel_at
            LIMIT _find_lost_timers.max

@@ -57,7 +57,7 @@ BEGIN
     -- one).
     IF v_timers < sweep_due.max THEN
         SELECT l.order_ids, l.versions INTO v_lost_ids, v_lost_vers
-        FROM ordertimeout._find_lost_timers(sweep_due.max - v_timers, v_now) AS l;
+        FROM ordertimeout._find_lost_timers(sweep_due.max - v_timers, v_now, v_job_ids) AS l;
     END IF;
     IF v_timers + cardinality(v_lost_ids) < sweep_due.max THEN
         SELECT v_lost_ids || r.order_ids, v_lost_vers || r.versions, r.payment_checks
