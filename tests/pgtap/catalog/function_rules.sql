@@ -84,8 +84,8 @@ SELECT results_eq(
              ('fail_payment', 'plan_cache_mode=force_generic_plan'),
              ('finish_refund', 'plan_cache_mode=force_generic_plan'),
              ('resolve_conflict', 'plan_cache_mode=force_generic_plan'),
-             ('sweep_due', 'plan_cache_mode=force_custom_plan')$$,
-    'single-order functions plan generically, the batch sweep per call (see create_order.sql)');
+             ('sweep_due', 'plan_cache_mode=force_generic_plan')$$,
+    'single-order functions and the sweep plan generically (the sweep switches to custom plans for a backlog: see sweep_due.sql)');
 
 -- The rules are not vacuous: a careless new function breaks them.
 CREATE FUNCTION ordertimeout.careless() RETURNS integer LANGUAGE sql AS 'SELECT 1';
