@@ -3,11 +3,16 @@
 -- may run it at once; each due order is cancelled by exactly one of them.
 -- Plans: a batch of at least 100 orders (a backlog) gets plans made for its
 -- arrays (plan_cache_mode = force_custom_plan from step 3 on, nested helpers
--- included); a smaller one, what a sweep finds at steady rates, runs the
--- cached generic plans, as single-order callers of the same helpers do (see
--- create_order.sql). Planning every statement of every sweep was half of a
+-- included); a smaller one, what a sweep finds at steady rates, runs cached
+-- generic plans. Planning every statement of every sweep was half of a
 -- steady-state sweep's time (pg_stat_statements with track_planning, 500
--- orders/s: 3.4 ms of planning per call for 4 orders).
+-- orders/s: 3.4 ms of planning per call for 4 orders). A generic plan is made
+-- once per session and kept, so it is made for index access (no sequential
+-- scans, hash or merge joins): one made while the tables were small, at the
+-- start of a sidecar on a fresh database, would otherwise scan River's table
+-- and order_items whole on every sweep later (seen in the steady benchmark).
+-- jit is off: the cost that keeps a sequential scan out of a plan would
+-- otherwise make PostgreSQL compile every statement (80 ms each).
 CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
 RETURNS TABLE (
     claimed         integer,
@@ -20,6 +25,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -74,7 +83,10 @@ BEGIN
     v_timer_ids := v_ids;
     v_ids := v_ids || v_lost_ids;
     IF cardinality(v_ids) >= 100 THEN
-        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
+                set_config('enable_seqscan', 'on', true),
+                set_config('enable_hashjoin', 'on', true),
+                set_config('enable_mergejoin', 'on', true);
     END IF;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
