@@ -1,5 +1,7 @@
 -- For the sidecar's gateway check: cancels the order as a timeout if it is
 -- still PENDING at the version the check was made for.
+-- Planned for index access, without JIT, like the sweep's small batches, whose
+-- cached plans of _cancel_orders and _release a session shares (sweep_due.sql).
 CREATE FUNCTION ordertimeout.cancel_checked(
     order_id         text,
     deadline_version integer)
@@ -9,6 +11,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

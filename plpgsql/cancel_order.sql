@@ -1,3 +1,5 @@
+-- Planned for index access, without JIT, like the sweep's small batches, whose
+-- cached plans of _cancel_orders and _release a session shares (sweep_due.sql).
 CREATE FUNCTION ordertimeout.cancel_order(
     order_id text,
     reason   text DEFAULT 'requested')
@@ -7,6 +9,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -235,7 +235,9 @@ $$;
 -- LOCKED. Orders whose timer another session holds still have their row and
 -- are not returned. claimed are the timer rows this sweep has just claimed:
 -- their orders are due but not lost, and are passed over without looking
--- their timer row up (at steady rates they are all the due PENDING orders).
+-- their timer row up (at steady rates they are all the due PENDING orders;
+-- a sweep that claimed 100 or more plans this with the array as a constant,
+-- which PostgreSQL 15 hashes).
 CREATE FUNCTION ordertimeout._find_lost_timers(
     max           integer,
     at            timestamptz,
@@ -254,7 +256,7 @@ BEGIN
            WHERE o.status = 'PENDING'
              AND o.check_job_id IS NULL
              AND o.cancel_at <= _find_lost_timers.at
-             AND (o.timer_job_id IS NULL OR o.timer_job_id <> ALL (_find_lost_timers.claimed))
+             AND (o.timer_job_id IS NULL OR o.timer_job_id <> ALL (coalesce(_find_lost_timers.claimed, '{}')))
              AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
            ORDER BY o.cancel_at
            LIMIT _find_lost_timers.max

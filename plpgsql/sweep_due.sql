@@ -1,18 +1,22 @@
 -- The in-database sweep: claims due timer rows with FOR UPDATE SKIP LOCKED and
 -- cancels their orders set-based, in one transaction. Any number of sessions
 -- may run it at once; each due order is cancelled by exactly one of them.
--- Plans: a batch of at least 100 orders (a backlog) gets plans made for its
--- arrays (plan_cache_mode = force_custom_plan from step 3 on, nested helpers
--- included); a smaller one, what a sweep finds at steady rates, runs cached
--- generic plans. Planning every statement of every sweep was half of a
--- steady-state sweep's time (pg_stat_statements with track_planning, 500
--- orders/s: 3.4 ms of planning per call for 4 orders). A generic plan is made
--- once per session and kept, so it is made for index access (no sequential
--- scans, hash or merge joins): one made while the tables were small, at the
--- start of a sidecar on a fresh database, would otherwise scan River's table
--- and order_items whole on every sweep later (seen in the steady benchmark).
--- jit is off: the cost that keeps a sequential scan out of a plan would
--- otherwise make PostgreSQL compile every statement (80 ms each).
+-- Plans: a sweep that claims 100 timer rows or more (a backlog) plans every
+-- later statement for its arrays (plan_cache_mode = force_custom_plan, set
+-- for the rest of the call, nested helpers included); a smaller one, what a
+-- sweep finds at steady rates, runs cached generic plans. Re-planning the 15
+-- statements of every sweep was most of a steady-state sweep's time
+-- (pg_stat_statements with track_planning, 500 orders/s: 4 s of planning in
+-- a 20-second run). A generic plan is kept until a table it reads gets new
+-- statistics (autovacuum's analyze), so it is made for index access, without
+-- sequential scans, hash or merge joins: one made while the tables were
+-- small, as when a sidecar starts on a fresh database, scanned River's table
+-- and order_items whole on every sweep of the steady benchmark. The single-
+-- order functions that share these helpers' cached plans in a session
+-- (cancel_order, cancel_checked) plan the same way. jit is off: a plan that
+-- keeps a sequential scan where no index serves (the one-row settings
+-- table) carries the disabled path's cost of 10^10, and would be compiled
+-- on every execution (80 ms each, seen once).
 CREATE FUNCTION ordertimeout.sweep_due(max integer DEFAULT 1000)
 RETURNS TABLE (
     claimed         integer,
@@ -61,6 +65,12 @@ BEGIN
     INTO v_job_ids, v_ids, v_versions, v_malformed
     FROM ordertimeout._claim_due_timers(sweep_due.max, v_now) AS c;
     v_timers := cardinality(v_job_ids);
+    IF v_timers >= 100 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
+                set_config('enable_seqscan', 'on', true),
+                set_config('enable_hashjoin', 'on', true),
+                set_config('enable_mergejoin', 'on', true);
+    END IF;
 
     -- 2. The fallback, only when the timer rows did not fill the batch (a
     -- backlog is never scanned twice): PENDING orders past cancel_at whose
@@ -82,12 +92,6 @@ BEGIN
     -- holds are deferred to the next sweep, with their timer rows.
     v_timer_ids := v_ids;
     v_ids := v_ids || v_lost_ids;
-    IF cardinality(v_ids) >= 100 THEN
-        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
-                set_config('enable_seqscan', 'on', true),
-                set_config('enable_hashjoin', 'on', true),
-                set_config('enable_mergejoin', 'on', true);
-    END IF;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
     v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);

@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(15);
+SELECT plan(16);
 
 CREATE TEMP VIEW fn AS
 SELECT p.oid,
@@ -86,6 +86,23 @@ SELECT results_eq(
              ('resolve_conflict', 'plan_cache_mode=force_generic_plan'),
              ('sweep_due', 'plan_cache_mode=force_generic_plan')$$,
     'single-order functions and the sweep plan generically (the sweep switches to custom plans for a backlog: see sweep_due.sql)');
+-- sweep_due's switch for a backlog (set_config(..., true)) is undone when the
+-- call returns only for the settings its SET clauses name; the functions that
+-- share its helpers' cached plans plan the same way.
+SELECT results_eq(
+    $$SELECT proname::text COLLATE "default", c COLLATE "default"
+        FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
+       WHERE p.pronamespace = 'ordertimeout'::regnamespace
+         AND p.proname IN ('sweep_due', 'cancel_order', 'cancel_checked')
+         AND c ~ '^(enable_seqscan|enable_hashjoin|enable_mergejoin|jit)='
+       ORDER BY 1, 2$$,
+    $$VALUES ('cancel_checked', 'enable_hashjoin=off'), ('cancel_checked', 'enable_mergejoin=off'),
+             ('cancel_checked', 'enable_seqscan=off'), ('cancel_checked', 'jit=off'),
+             ('cancel_order', 'enable_hashjoin=off'), ('cancel_order', 'enable_mergejoin=off'),
+             ('cancel_order', 'enable_seqscan=off'), ('cancel_order', 'jit=off'),
+             ('sweep_due', 'enable_hashjoin=off'), ('sweep_due', 'enable_mergejoin=off'),
+             ('sweep_due', 'enable_seqscan=off'), ('sweep_due', 'jit=off')$$,
+    'the sweep and the cancels that share its helpers plan for index access, without JIT');
 
 -- The rules are not vacuous: a careless new function breaks them.
 CREATE FUNCTION ordertimeout.careless() RETURNS integer LANGUAGE sql AS 'SELECT 1';
