@@ -2,11 +2,13 @@
 # profile.sh: where ordertimeout's per-order CPU goes, next to the ZSet
 # baseline's, on the bench's durable settings. It starts a private server
 # with pg_stat_statements (track = all: the statements inside the PL/pgSQL
-# functions too) and auto_explain, runs the create and steady scenarios of
+# functions too; track_planning = on: planning time per statement, which
+# adds a little overhead of its own, so its exec times are not comparable
+# with profiles taken before it was on) and auto_explain, runs the create and steady scenarios of
 # the benchmark at PROFILE_RATE orders/s for PROFILE_DURATION (both designs),
 # then prints, from the kept databases:
-#   1. pg_stat_statements per statement: calls, exec ms per call, rows,
-#      buffers and WAL per call, sorted by total time;
+#   1. pg_stat_statements per statement: calls, exec ms per call, planning
+#      ms per plan, rows, buffers and WAL per call, sorted by total time;
 #   2. the indexes of every table a lifecycle writes, and how its rows were
 #      written (inserts, updates, HOT updates, deletes) per order;
 #   3. EXPLAIN (ANALYZE, BUFFERS, WAL) of every statement of create_order,
@@ -27,7 +29,7 @@ if [[ -z "${PROFILE_INNER:-}" ]]; then
 	trap 'rm -rf "$out"' EXIT
 	WITHPG_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on \
  -c shared_preload_libraries=pg_stat_statements,auto_explain -c pg_stat_statements.track=all \
- -c pg_stat_statements.max=5000 -c track_io_timing=on" \
+ -c pg_stat_statements.max=5000 -c pg_stat_statements.track_planning=on -c track_io_timing=on" \
 		PROFILE_INNER=1 PROFILE_OUT="$out" PROFILE_RATE="${PROFILE_RATE:-500}" PROFILE_DURATION="${PROFILE_DURATION:-20s}" \
 		tests/bin/withpg "$0"
 	exit
@@ -62,6 +64,18 @@ LIMIT 70;
 SQL
 db="$("${PSQL[@]}" "$DATABASE_URL" -At -c "SELECT datname FROM pg_database WHERE datname LIKE 'bench_%_steady_%' AND datname NOT LIKE '%zset%' ORDER BY oid DESC LIMIT 1")"
 zdb="$("${PSQL[@]}" "$DATABASE_URL" -At -c "SELECT datname FROM pg_database WHERE datname LIKE 'bench_%_zset_steady_%' ORDER BY oid DESC LIMIT 1")"
+echo
+echo
+echo "## 1b. planning (track_planning), every database, by total planning time (top 15): plans = calls means re-planned on every call"
+"${PSQL[@]}" "$DATABASE_URL" -P pager=off <<"SQL"
+SELECT round(sum(s.total_plan_time)::numeric, 0) AS total_plan_ms, sum(s.plans) AS plans FROM pg_stat_statements AS s;
+SELECT round(s.total_plan_time::numeric, 0) AS plan_ms, s.plans, s.calls,
+       round((s.total_plan_time / greatest(s.plans, 1))::numeric, 3) AS ms_per_plan,
+       left(regexp_replace(s.query, $$\s+$$, $$ $$, $$g$$), 110) AS query
+FROM pg_stat_statements AS s
+ORDER BY s.total_plan_time DESC
+LIMIT 15;
+SQL
 echo
 echo "## 2. indexes of the tables written per order, and how rows were written (steady database $db)"
 "${PSQL[@]}" "${DATABASE_URL/\/postgres\?//$db?}" -P pager=off <<"SQL"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# sweep-loop.sh: what one sweep_due call costs at steady-state batch sizes
+# and in a drain, on the last migration against an earlier one, in one
+# server, alternating, so that the machine's speed (which changes by up to
+# 2x over a day on the benchmark's virtual machine) is the same for both.
+#
+# Steady: 3,000 orders (2 items each, 100 SKUs) whose deadlines (cancel_at
+# and the timer rows) come 3 ms apart; sweep_due(1000) is called every 9 ms
+# (a pacing sleep, not a synchronization), so a call finds 2 to 4 due
+# orders, as the sidecar's do at a few hundred orders per second. Drain:
+# 20,000 orders all due, then VACUUM ANALYZE and CHECKPOINT (as make bench's
+# drain does); 21 calls of sweep_due(1000), the last finding none. Each call's
+# time is clock_timestamp() - statement_timestamp() as it returns (the
+# commit not included); the figures are the mean and the median over the
+# calls that claimed something. Two rounds, base, head, head, base, so that
+# a drift of the machine's speed falls on both. Durable settings (fsync,
+# synchronous_commit, full_page_writes on).
+#
+# Usage (from the repository root): tests/bench/sweep-loop.sh [BASE]
+#   BASE: the migration version to compare with (default: the last but one).
+# Needs the migrate CLI (built into .cache/bin by tests/lib/pg.sh's
+# ensure_migrate). Takes about 3 minutes.
+set -euo pipefail
+# shellcheck source=tests/lib/pg.sh
+source "$(dirname "$0")/../lib/pg.sh"
+cd "$ROOT"
+ensure_migrate
+
+last="$(find migrations -name '*.up.sql' | sed 's|.*/0*\([0-9]*\)_.*|\1|' | sort -n | tail -1)"
+base="${1:-$((last - 1))}"
+[[ $base =~ ^[0-9]+$ ]] && base=$((10#$base))
+[[ $base =~ ^[0-9]+$ && $base -ge 9 && $base -lt $last ]] ||
+	die "BASE must be a migration version from 9 to $((last - 1)), got '${1:-}'"
+as_pg=()
+if ((EUID == 0)); then
+	as_pg=(runuser -u postgres --)
+fi
+dir="$(mktemp -d -t sweep-loop.XXXXXX)"
+cleanup() {
+	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+if ((EUID == 0)); then chown postgres: "$dir"; fi
+"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
+port=$((20000 + RANDOM % 40000))
+"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+	-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' \
+	    -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=512MB \
+	    " start >/dev/null
+url="postgres://postgres@127.0.0.1:$port"
+psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
+declare -A seen=()
+
+for db in base head; do
+	"${psql[@]}" "$url/postgres" -c "CREATE DATABASE $db"
+	if [[ $db == base ]]; then
+		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" goto "$base"
+	else
+		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" up
+	fi
+	"${psql[@]}" "$url/$db" >/dev/null <<-'SQL'
+		SELECT ordertimeout.configure(grace => '0');
+		SELECT count(ordertimeout.put_stock('s' || n, 1000000000)) FROM generate_series(1, 100) AS n;
+	SQL
+done
+
+# orders DB PREFIX N: N orders of two items with a one-hour timeout.
+orders() {
+	"${psql[@]}" "$url/$1" -c "SELECT count(ordertimeout.create_order('$2' || i,
+		jsonb_build_array(jsonb_build_object('sku', 's' || (i % 100 + 1), 'qty', 1),
+		                  jsonb_build_object('sku', 's' || ((i + 7) % 100 + 1), 'qty', 2)), '1 hour'))
+		FROM generate_series(1, $3) AS i" >/dev/null
+}
+
+# due DB PREFIX FIRST STEP: the PREFIX orders come due FIRST from now and STEP
+# apart, in creation order: their deadlines and their timer rows move
+# together, as tests/pgtap's test.make_due does.
+due() {
+	"${psql[@]}" "$url/$1" >/dev/null <<-SQL
+		WITH o AS (SELECT order_id, row_number() OVER (ORDER BY created_at, order_id) AS n,
+		                  clock_timestamp() + interval '$3' + row_number() OVER (ORDER BY created_at, order_id) * interval '$4' - cancel_at AS shift
+		             FROM ordertimeout.orders WHERE order_id LIKE '$2%' AND status = 'PENDING'),
+		     moved AS (UPDATE ordertimeout.orders AS x
+		                  SET created_at = x.created_at + o.shift, expire_at = x.expire_at + o.shift, cancel_at = x.cancel_at + o.shift
+		                 FROM o WHERE x.order_id = o.order_id
+		                RETURNING x.order_id, x.cancel_at)
+		UPDATE public.river_job AS r SET scheduled_at = moved.cancel_at
+		FROM moved WHERE r.kind = 'ordertimeout_expire' AND r.state = 'available' AND r.args ->> 'order_id' = moved.order_id;
+	SQL
+}
+
+# sweeps DB N PAUSE: N calls of sweep_due(1000) with PAUSE seconds between
+# them; prints "claimed ms" per call.
+sweeps() {
+	for _ in $(seq "$2"); do
+		echo "SELECT claimed, round(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000, 3) FROM ordertimeout.sweep_due(1000);"
+		[[ $3 == 0 ]] || echo "SELECT pg_sleep($3);"
+	done | "${psql[@]}" "$url/$1" -At -F ' ' | awk 'NF == 2'
+}
+
+# summary LABEL: mean and median ms of the calls (on stdin) that claimed.
+summary() {
+	awk '$1 > 0' | sort -k2,2n | awk -v label="$1" '{ n++; sum += $2; claimed += $1; ms[n] = $2 }
+		END { if (n == 0) { print label ": no call claimed anything"; exit }
+		      printf "%s: %d calls claimed %d orders (%.1f per call); %.3f ms mean, %.3f ms median per call\n",
+		        label, n, claimed, claimed / n, sum / n, ms[int((n + 1) / 2)] }'
+}
+
+echo "sweep_due, migration $base (base) against $last (head), durable settings"
+for round in 1 2; do
+	for db in base head head base; do
+		prefix="steady$round$db${seen[$round$db]:-}-"
+		seen[$round$db]=x
+		orders "$db" "$prefix" 3000
+		due "$db" "$prefix" '1 second' '3 ms'
+		sweeps "$db" 1050 0.009 | summary "steady round $round, $db"
+	done
+done
+for round in 1 2; do
+	for db in base head head base; do
+		prefix="drain$round$db${seen[d$round$db]:-}-"
+		seen[d$round$db]=x
+		orders "$db" "$prefix" 20000
+		due "$db" "$prefix" '-1 minute' '0 ms'
+		"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" -c CHECKPOINT
+		sweeps "$db" 21 0 | summary "drain round $round, $db"
+	done
+done
