@@ -31,33 +31,25 @@ base="${1:-$((last - 1))}"
 [[ $base =~ ^[0-9]+$ ]] && base=$((10#$base))
 [[ $base =~ ^[0-9]+$ && $base -ge 9 && $base -lt $last ]] ||
 	die "BASE must be a migration version from 9 to $((last - 1)), got '${1:-}'"
-as_pg=()
-if ((EUID == 0)); then
-	as_pg=(runuser -u postgres --)
+# The comparison gets a private server with the bench's durable settings
+# (tests/bin/withpg), whatever DATABASE_URL says: it creates databases base
+# and head, and its figures mean something only with those settings.
+if [[ -z "${SWEEP_LOOP_INNER:-}" ]]; then
+	SWEEP_LOOP_INNER=1 WITHPG_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=512MB" \
+		exec env -u DATABASE_URL "$ROOT/tests/bin/withpg" "$0" "$base"
 fi
-dir="$(mktemp -d -t sweep-loop.XXXXXX)"
-cleanup() {
-	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-if ((EUID == 0)); then chown postgres: "$dir"; fi
-"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
-port=$((20000 + RANDOM % 40000))
-"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-	-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir' \
-	    -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=512MB \
-	    " start >/dev/null
-url="postgres://postgres@127.0.0.1:$port"
+server="${DATABASE_URL%%\?*}"
+server="${server%/*}"
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
+url="$server"
 declare -A seen=()
 
 for db in base head; do
 	"${psql[@]}" "$url/postgres" -c "CREATE DATABASE $db"
 	if [[ $db == base ]]; then
-		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" goto "$base"
+		run_quiet "$MIGRATE" -path migrations -database "$(pgx5_url "$server/$db?sslmode=disable")" goto "$base"
 	else
-		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" up
+		run_quiet "$MIGRATE" -path migrations -database "$(pgx5_url "$server/$db?sslmode=disable")" up
 	fi
 	"${psql[@]}" "$url/$db" >/dev/null <<-'SQL'
 		SELECT ordertimeout.configure(grace => '0');
