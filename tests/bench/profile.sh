@@ -4,8 +4,9 @@
 # with pg_stat_statements (track = all: the statements inside the PL/pgSQL
 # functions too; track_planning = on: planning time per statement, which
 # adds a little overhead of its own, so its exec times are not comparable
-# with profiles taken before it was on) and auto_explain, runs the create and steady scenarios of
-# the benchmark at PROFILE_RATE orders/s for PROFILE_DURATION (both designs),
+# with profiles taken before it was on) and auto_explain, runs the create
+# and steady scenarios of the benchmark at PROFILE_RATE orders/s for
+# PROFILE_DURATION (both designs),
 # then prints, from the kept databases:
 #   1. pg_stat_statements per statement: calls, exec ms per call, planning
 #      ms per plan, rows, buffers and WAL per call, sorted by total time;
@@ -64,7 +65,6 @@ LIMIT 70;
 SQL
 db="$("${PSQL[@]}" "$DATABASE_URL" -At -c "SELECT datname FROM pg_database WHERE datname LIKE 'bench_%_steady_%' AND datname NOT LIKE '%zset%' ORDER BY oid DESC LIMIT 1")"
 zdb="$("${PSQL[@]}" "$DATABASE_URL" -At -c "SELECT datname FROM pg_database WHERE datname LIKE 'bench_%_zset_steady_%' ORDER BY oid DESC LIMIT 1")"
-echo
 echo
 echo "## 1b. planning (track_planning), every database, by total planning time (top 15): plans = calls means re-planned on every call"
 "${PSQL[@]}" "$DATABASE_URL" -P pager=off <<"SQL"

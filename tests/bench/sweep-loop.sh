@@ -19,7 +19,7 @@
 # Usage (from the repository root): tests/bench/sweep-loop.sh [BASE]
 #   BASE: the migration version to compare with (default: the last but one).
 # Needs the migrate CLI (built into .cache/bin by tests/lib/pg.sh's
-# ensure_migrate). Takes about 3 minutes.
+# ensure_migrate). Takes about 7 minutes.
 set -euo pipefail
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
@@ -42,7 +42,6 @@ server="${DATABASE_URL%%\?*}"
 server="${server%/*}"
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
 url="$server"
-declare -A seen=()
 
 for db in base head; do
 	"${psql[@]}" "$url/postgres" -c "CREATE DATABASE $db"
@@ -70,11 +69,12 @@ orders() {
 # together, as tests/pgtap's test.make_due does.
 due() {
 	"${psql[@]}" "$url/$1" >/dev/null <<-SQL
-		WITH o AS (SELECT order_id, row_number() OVER (ORDER BY created_at, order_id) AS n,
-		                  clock_timestamp() + interval '$3' + row_number() OVER (ORDER BY created_at, order_id) * interval '$4' - cancel_at AS shift
-		             FROM ordertimeout.orders WHERE order_id LIKE '$2%' AND status = 'PENDING'),
+		WITH o AS (SELECT order_id, clock_timestamp() + interval '$3' + n * interval '$4' - cancel_at AS shift
+		             FROM (SELECT order_id, cancel_at, row_number() OVER (ORDER BY created_at, order_id) AS n
+		                     FROM ordertimeout.orders WHERE order_id LIKE '$2%' AND status = 'PENDING') AS p),
 		     moved AS (UPDATE ordertimeout.orders AS x
-		                  SET created_at = x.created_at + o.shift, expire_at = x.expire_at + o.shift, cancel_at = x.cancel_at + o.shift
+		                  SET created_at = x.created_at + o.shift, expire_at = x.expire_at + o.shift,
+		                      cancel_at = x.cancel_at + o.shift, gateway_expire_at = x.gateway_expire_at + o.shift
 		                 FROM o WHERE x.order_id = o.order_id
 		                RETURNING x.order_id, x.cancel_at)
 		UPDATE public.river_job AS r SET scheduled_at = moved.cancel_at
@@ -100,21 +100,22 @@ summary() {
 }
 
 echo "sweep_due, migration $base (base) against $last (head), durable settings"
+# Each round runs base, head, head, base; run k of a round has its own orders.
 for round in 1 2; do
+	k=0
 	for db in base head head base; do
-		prefix="steady$round$db${seen[$round$db]:-}-"
-		seen[$round$db]=x
-		orders "$db" "$prefix" 3000
-		due "$db" "$prefix" '1 second' '3 ms'
+		k=$((k + 1))
+		orders "$db" "steady$round-$k-" 3000
+		due "$db" "steady$round-$k-" '1 second' '3 ms'
 		sweeps "$db" 1050 0.009 | summary "steady round $round, $db"
 	done
 done
 for round in 1 2; do
+	k=0
 	for db in base head head base; do
-		prefix="drain$round$db${seen[d$round$db]:-}-"
-		seen[d$round$db]=x
-		orders "$db" "$prefix" 20000
-		due "$db" "$prefix" '-1 minute' '0 ms'
+		k=$((k + 1))
+		orders "$db" "drain$round-$k-" 20000
+		due "$db" "drain$round-$k-" '-1 minute' '0 ms'
 		"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" -c CHECKPOINT
 		sweeps "$db" 21 0 | summary "drain round $round, $db"
 	done
