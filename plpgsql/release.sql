@@ -3,7 +3,10 @@
 --
 -- Lock order, the same in every function: timer rows, then order rows, then
 -- stock rows sorted by sku, then points accounts sorted by account. Concurrent
--- sweeps and payments therefore never deadlock on stock.
+-- sweeps and payments therefore never deadlock on stock. A release-ledger key
+-- belongs to one order, so inserting it (which can wait for another
+-- transaction inserting the same key) comes with that order's row: only a
+-- transaction holding the order row ever writes its ledger rows.
 
 -- Releases stock, coupons and points of the given orders, each at most once:
 -- the ledger's primary key admits one release per (order, kind, resource) and
@@ -20,6 +23,8 @@ DECLARE
     v_skus   text[];
     v_qtys   bigint[];
     v_causes text[];
+    v_back_skus text[];
+    v_back_qtys bigint[];
 BEGIN
     SELECT array_agg(i.order_id), array_agg(i.sku), array_agg(i.qty::bigint), array_agg(t.cause)
     INTO v_orders, v_skus, v_qtys, v_causes
@@ -27,12 +32,14 @@ BEGIN
     JOIN ordertimeout.order_items AS i ON i.order_id = t.order_id;
 
     IF v_orders IS NOT NULL THEN
-        PERFORM 1
-        FROM ordertimeout.stock AS s
-        WHERE s.sku = ANY (v_skus)
-        ORDER BY s.sku
-        FOR NO KEY UPDATE;
-
+        -- The ledger first, the stock rows after: what the ledger admits is
+        -- decided by its primary key alone (a second release of the same
+        -- item waits on the first one's order row before it gets here), and
+        -- the stock rows, which every other cancel and every create_order of
+        -- the same SKUs needs, stay locked only for their own UPDATE and the
+        -- commit. Two sessions draining a backlog touch the same SKUs in
+        -- every batch: holding the stock through the ledger insert made the
+        -- second wait for all of the first one's ledger rows.
         WITH released AS (
             INSERT INTO ordertimeout.releases (order_id, kind, resource_id, qty, cause, released_at)
             SELECT r.order_id, 'stock', r.sku, r.qty, r.cause, _release.at
@@ -40,11 +47,23 @@ BEGIN
             ON CONFLICT ON CONSTRAINT releases_once_per_resource DO NOTHING
             RETURNING resource_id, qty
         )
-        UPDATE ordertimeout.stock AS s
-        SET available = s.available + r.qty,
-            reserved = s.reserved - r.qty
-        FROM (SELECT resource_id, sum(qty) AS qty FROM released GROUP BY resource_id) AS r
-        WHERE s.sku = r.resource_id;
+        SELECT array_agg(r.resource_id ORDER BY r.resource_id), array_agg(r.qty ORDER BY r.resource_id)
+        INTO v_back_skus, v_back_qtys
+        FROM (SELECT d.resource_id, sum(d.qty)::bigint AS qty FROM released AS d GROUP BY d.resource_id) AS r;
+
+        IF v_back_skus IS NOT NULL THEN
+            PERFORM 1
+            FROM ordertimeout.stock AS s
+            WHERE s.sku = ANY (v_back_skus)
+            ORDER BY s.sku
+            FOR NO KEY UPDATE;
+
+            UPDATE ordertimeout.stock AS s
+            SET available = s.available + r.qty,
+                reserved = s.reserved - r.qty
+            FROM unnest(v_back_skus, v_back_qtys) AS r(sku, qty)
+            WHERE s.sku = r.sku;
+        END IF;
     END IF;
 
     IF EXISTS (SELECT 1 FROM ordertimeout.coupon_holds AS h
