@@ -23,7 +23,8 @@ RETURNS TABLE (
     cancelled       integer,
     caught_by_sweep integer,
     checks          integer,
-    moot            integer)
+    moot            integer,
+    deferred        integer)
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
@@ -56,7 +57,7 @@ BEGIN
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
     -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
     IF v_settings.paused THEN
-        RETURN QUERY SELECT 0, 0, 0, 0, 0;
+        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
         RETURN;
     END IF;
 
@@ -115,12 +116,16 @@ BEGIN
     INTO v_cancelled, v_checks
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    -- Deferred orders are not counted: their timer rows go back at the commit.
+    -- Deferred orders are not claimed: their timer rows go back at the
+    -- commit, and the caller may sweep again soon (the sidecar does, within
+    -- milliseconds: the holder is usually a create or a payment about to
+    -- commit).
     RETURN QUERY SELECT cardinality(v_ids) + v_malformed, v_cancelled,
                         (SELECT count(*)::integer FROM unnest(v_causes) AS c WHERE c = 'sweep'),
-                        v_checks + v_rescued, cardinality(v_ids) + v_malformed - v_cancelled - v_checks;
+                        v_checks + v_rescued, cardinality(v_ids) + v_malformed - v_cancelled - v_checks,
+                        coalesce(cardinality(v_deferred), 0);
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
-    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act)';
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';

@@ -71,6 +71,8 @@ func TestSweepDoesNotWaitForLocks(t *testing.T) {
 			require.NoError(t, err, "sweep_due must not wait for the %s", h.name)
 			t.Logf("sweep with the %s held: %v, %+v", h.name, time.Since(began).Round(time.Millisecond), s)
 			require.Equal(t, 1, s.Cancelled, "the order nobody holds is cancelled")
+			require.Equal(t, 1, s.Deferred, "the held order is reported deferred")
+			require.Equal(t, 1, s.Claimed, "and not claimed")
 			require.Equal(t, "PENDING", status(ctx, t, pool, h.order), "the held order waits for the next sweep")
 			require.Equal(t, "CANCELLED", status(ctx, t, pool, free))
 			require.Equal(t, 1, queryInt(ctx, t, pool, `
@@ -79,8 +81,10 @@ func TestSweepDoesNotWaitForLocks(t *testing.T) {
 				"its timer row is kept")
 
 			require.NoError(t, holder.Commit(ctx))
-			_, err = s.sweepOnce(ctx, sweeper, 1000)
+			var after sweepStats
+			_, err = after.sweepOnce(ctx, sweeper, 1000)
 			require.NoError(t, err)
+			require.Equal(t, sweepStats{Calls: 1, Claimed: 1, Cancelled: 1}, after, "the next sweep cancels it, nothing deferred")
 			require.Equal(t, "CANCELLED", status(ctx, t, pool, h.order), "cancelled once the lock is gone")
 			require.Equal(t, 1, queryInt(ctx, t, pool, `
 				SELECT count(*)::integer FROM ordertimeout.releases WHERE order_id = $1 AND kind = 'stock' AND resource_id = $2`,

@@ -194,7 +194,7 @@ func waitFor(ctx context.Context, db querier, cond string, args ...any) error {
 
 // sweepStats adds up the rows sweep_due returned.
 type sweepStats struct {
-	Calls, Claimed, Cancelled, CaughtBySweep, Checks, Moot int
+	Calls, Claimed, Cancelled, CaughtBySweep, Checks, Moot, Deferred int
 }
 
 func (s *sweepStats) add(o sweepStats) {
@@ -204,14 +204,15 @@ func (s *sweepStats) add(o sweepStats) {
 	s.CaughtBySweep += o.CaughtBySweep
 	s.Checks += o.Checks
 	s.Moot += o.Moot
+	s.Deferred += o.Deferred
 }
 
 // sweepOnce calls sweep_due(batch) once on conn, adds its result to s and
 // returns how many timeouts it claimed.
 func (s *sweepStats) sweepOnce(ctx context.Context, conn *pgx.Conn, batch int) (int, error) {
 	var r sweepStats
-	err := conn.QueryRow(ctx, `SELECT claimed, cancelled, caught_by_sweep, checks, moot FROM ordertimeout.sweep_due($1)`, batch).
-		Scan(&r.Claimed, &r.Cancelled, &r.CaughtBySweep, &r.Checks, &r.Moot)
+	err := conn.QueryRow(ctx, `SELECT claimed, cancelled, caught_by_sweep, checks, moot, deferred FROM ordertimeout.sweep_due($1)`, batch).
+		Scan(&r.Claimed, &r.Cancelled, &r.CaughtBySweep, &r.Checks, &r.Moot, &r.Deferred)
 	if err != nil {
 		return 0, fmt.Errorf("sweep_due(%d): %w", batch, err)
 	}

@@ -149,3 +149,40 @@ func TestSweepersShareTheWork(t *testing.T) {
 	require.EqualValues(t, 2000, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
 	require.EqualValues(t, 2000, sidecartest.Int(t, db, "SELECT count(DISTINCT order_id) FROM ordertimeout.events WHERE to_status = 'CANCELLED'"))
 }
+
+// A due order whose stock row another transaction holds is deferred, not
+// waited for: the sweeper sweeps again after a pause of a millisecond, then
+// two, and after that, the lock still held, only at its usual pace (no more
+// quick sweeps however long the lock is held). Once the holder commits, the
+// order is cancelled.
+func TestSweeperSweepsSoonAfterDeferring(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+	})
+
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = holder.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+
+	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
+	run(t, s)
+	sidecartest.Eventually(t, 10*time.Second, "sweeps at the usual pace after the quick ones", func() (bool, error) {
+		return s.Stats().Batches >= 6, nil
+	})
+	st := s.Stats()
+	require.EqualValues(t, 2, st.QuickSweeps, "two quick sweeps, then the usual pace: %+v", st)
+	require.GreaterOrEqual(t, st.Deferred, st.Batches-1, "every sweep so far deferred the order: %+v", st)
+	require.Zero(t, st.Cancelled)
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
+
+	require.NoError(t, holder.Commit(ctx))
+	sidecartest.WaitStatus(t, db, "held", "CANCELLED", 10*time.Second)
+	require.EqualValues(t, 1, s.Stats().Cancelled)
+}

@@ -43,7 +43,7 @@ SELECT results_eq(
     ('rescue_stuck_jobs', 'running_for interval, max integer DEFAULT 1000', 'TABLE(retried integer, discarded integer, cancelled integer)'),
     ('resolve_conflict', 'conflict_id bigint, resolution text, note text DEFAULT NULL::text', 'text'),
     ('run_sweeper', 'IN max integer DEFAULT 1000, IN max_sleep interval DEFAULT ''00:00:00.1''::interval, IN duration interval DEFAULT NULL::interval', NULL),
-    ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer)')
+    ('sweep_due', 'max integer DEFAULT 1000', 'TABLE(claimed integer, cancelled integer, caught_by_sweep integer, checks integer, moot integer, deferred integer)')
     $$,
     'the API functions, their arguments and results are exactly the documented ones');
 

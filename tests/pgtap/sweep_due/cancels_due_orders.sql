@@ -17,8 +17,8 @@ SELECT test.make_due('due2', interval '1 minute');
 SELECT test.make_due('paying', interval '5 minutes');   -- past cancel_at, but PAYING
 
 SELECT results_eq(
-    $$SELECT claimed, cancelled, caught_by_sweep, checks, moot FROM ordertimeout.sweep_due()$$,
-    $$VALUES (2, 2, 0, 0, 0)$$,
+    $$SELECT claimed, cancelled, caught_by_sweep, checks, moot, deferred FROM ordertimeout.sweep_due()$$,
+    $$VALUES (2, 2, 0, 0, 0, 0)$$,
     'claims the two due timers and cancels their orders');
 SELECT results_eq(
     $$SELECT order_id, status, cancel_cause FROM ordertimeout.orders ORDER BY order_id$$,
