@@ -411,7 +411,10 @@ $$;
 -- points accounts of those still PENDING at their version. An order whose
 -- row, stock or points another transaction holds (a create, a payment being
 -- recorded) is deferred: returned, left alone by this sweep, its timer row
--- kept for the next one, a few milliseconds later. For the others this
+-- kept for the next one, a few milliseconds later. A timer row whose order
+-- row does not exist (deleted by hand) is not deferred: its cancel finds
+-- nothing, so it is moot and deleted, instead of coming back on every sweep.
+-- For the others this
 -- transaction now holds every lock their cancel needs, so the cancel cannot
 -- wait or deadlock. Before, a sweep
 -- waited behind every create and payment holding one of its batch's SKUs,
@@ -481,7 +484,8 @@ BEGIN
 
     SELECT coalesce(array_agg(DISTINCT t.order_id), '{}') INTO v_deferred
     FROM unnest(_lock_sweep_batch.order_ids) AS t(order_id)
-    WHERE NOT t.order_id = ANY (v_locked)
+    WHERE (NOT t.order_id = ANY (v_locked)
+           AND EXISTS (SELECT 1 FROM ordertimeout.orders AS o WHERE o.order_id = t.order_id))
        OR (t.order_id = ANY (v_live)
            AND (EXISTS (SELECT 1 FROM ordertimeout.order_items AS i
                          WHERE i.order_id = t.order_id AND NOT i.sku = ANY (v_got_skus))

@@ -13,8 +13,7 @@
 // A Sweeper calls sweep_due in a loop. A full batch means more is due: it
 // keeps going at once, with several sessions in parallel. A sweep that
 // deferred orders (a lock their cancel needs was held) is followed by another
-// within a millisecond or two; one that claimed something, by another after a
-// few milliseconds. Otherwise it asks
+// after a millisecond, then two, at most twice in a row. Otherwise it asks
 // ordertimeout.plan_sleep when the next deadline comes (at most MaxSleep away)
 // and sleeps until then, or until a NOTIFY on channel ordertimeout_wake says
 // that an order now due sooner was written. It never polls on a fixed long
