@@ -35,6 +35,8 @@ DECLARE
     v_until   timestamptz;
     v_next    timestamptz;
     v_claimed integer;
+    v_deferred integer;
+    v_deferring integer := 0;
     v_wait    interval := interval '0';
     v_standing_by boolean := false;
 BEGIN
@@ -91,11 +93,13 @@ BEGIN
             EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
 
             BEGIN
-                SELECT s.claimed INTO v_claimed FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
+                SELECT s.claimed, s.deferred INTO v_claimed, v_deferred
+                FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
             EXCEPTION
                 WHEN deadlock_detected OR serialization_failure THEN
                     -- Rolled back to the block's start: retried after a pause.
                     v_claimed := 0;
+                    v_deferred := 0;
             END;
             v_next := ordertimeout.next_due();
             COMMIT;
@@ -106,10 +110,19 @@ BEGIN
             -- since may come due sooner, and nobody can wake a procedure. A
             -- timer already due after a sweep that claimed nothing is one this
             -- run cannot take now (another session holds it, or the sweep
-            -- holds back): wait max_sleep rather than spin on it.
+            -- holds back): wait max_sleep rather than spin on it. Except
+            -- after a sweep that deferred orders (another transaction held a
+            -- lock their cancel needs, usually a create or a payment about to
+            -- commit): then sweep again after 1 ms, and after 2 ms if that one
+            -- defers too, as the sidecar does; a lock held for longer waits
+            -- for max_sleep like any timer this run cannot take.
             v_now := pg_catalog.clock_timestamp();
+            v_deferring := CASE WHEN v_deferred > 0 THEN v_deferring + 1 ELSE 0 END;
             IF v_claimed >= run_sweeper.max OR (v_claimed > 0 AND v_next <= v_now) THEN
                 v_wait := interval '0';
+            ELSIF v_deferring BETWEEN 1 AND 2 THEN
+                v_wait := LEAST(interval '1 millisecond' * pg_catalog.power(2, v_deferring - 1),
+                                GREATEST(v_until - v_now, interval '0'));
             ELSE
                 v_wait := LEAST(run_sweeper.max_sleep, v_until - v_now);
                 IF v_next > v_now THEN

@@ -254,3 +254,58 @@ func status(t *testing.T, ctx context.Context, db *pgxpool.Pool, orderID string)
 	require.NoError(t, db.QueryRow(ctx, "SELECT status FROM ordertimeout.orders WHERE order_id = $1", orderID).Scan(&s))
 	return s
 }
+
+// TestRunSweeperSweepsSoonAfterDeferring: a due order whose stock row
+// another transaction holds is deferred by each sweep. run_sweeper then
+// sweeps again after 1 ms and after 2 ms, and after that waits as for any
+// timer it cannot take (here max_sleep is a minute, so until the run ends):
+// exactly 3 sweeps in the run, not 1 (no quick sweeps) and not hundreds.
+func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	createDue(t, ctx, db, "deferred-", 1, time.Millisecond, time.Millisecond)
+	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
+		var due bool
+		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
+		return due, err
+	})
+
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(max_sleep => interval '1 minute', duration => interval '1 second')")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	require.NoError(t, err)
+	var calls int64
+	waitFor(t, ctx, 10*time.Second, "the sweeps to show in pg_stat_user_functions", func() (bool, error) {
+		_, err := conn.Exec(ctx, "SELECT 1") // an idle moment after it flushes the session's counts
+		if err != nil {
+			return false, err
+		}
+		err = db.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
+		                         WHERE schemaname = 'ordertimeout' AND funcname = 'sweep_due'`).Scan(&calls)
+		return calls > 0, err
+	})
+	require.EqualValues(t, 3, calls, "one sweep, two quick ones after it deferred, then max_sleep")
+	require.Equal(t, "PENDING", status(t, ctx, db, "deferred-0"), "the order whose stock is held was not cancelled")
+
+	require.NoError(t, tx.Commit(ctx))
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '200 milliseconds')")
+	require.NoError(t, err)
+	require.Equal(t, "CANCELLED", status(t, ctx, db, "deferred-0"), "cancelled once the lock is gone")
+}
