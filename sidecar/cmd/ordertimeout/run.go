@@ -24,6 +24,8 @@ payments every --reconcile-every), listens for late-payment conflicts,
 and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
 ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
+It refuses to start on a schema older than itself: run "ordertimeout migrate
+up" first.
 On SIGTERM it stops claiming, lets running jobs finish for up to
 --shutdown-timeout (then hands them back), and exits 0.`
 

@@ -121,6 +121,17 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	logger := s.logger
 
+	// A sidecar started before `ordertimeout migrate up` refuses to run
+	// rather than fail on every sweep; a database that does not answer yet
+	// is left to the sweeps, which retry.
+	if s.sweeper != nil {
+		if err := checkSchema(ctx, s.pool); errors.Is(err, errSchemaBehind) {
+			return err
+		} else if err != nil {
+			logger.Warn("could not check the database schema yet", "error", err)
+		}
+	}
+
 	if s.http != nil {
 		addr, err := s.http.Listen()
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/migrator"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
@@ -864,4 +865,35 @@ func TestGatewayCurrencyReachesConfirm(t *testing.T) {
 	require.EqualValues(t, 1, sidecartest.Int(t, e.db,
 		"SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'USD1' AND payment_id = 'P-USD1' AND kind = 'amount_mismatch'"))
 	require.Zero(t, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.payments WHERE order_id = 'USD1' AND status = 'confirmed'"))
+}
+
+// A sidecar started on a database whose schema is older than it (migrations
+// not run yet) refuses to run, naming the migration and the command, instead
+// of failing on every sweep; once the schema is up to date it runs.
+func TestRefusesAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	_, gatewayURL := sidecartest.Fake(t, db)
+	m, err := migrator.Open(url, sidecartest.Logger())
+	require.NoError(t, err)
+	defer m.Close() //nolint:errcheck // test cleanup
+	changed, err := m.Down(1)
+	require.NoError(t, err)
+	require.True(t, changed)
+
+	s, err := sidecar.New(ctx, sidecartest.Config(url, gatewayURL, "old-schema"))
+	require.NoError(t, err)
+	err = s.Run(ctx)
+	require.Error(t, err, "a sidecar on an older schema must not run")
+	require.Contains(t, err.Error(), "older than this sidecar")
+	require.Contains(t, err.Error(), "000019_report_deferred_orders")
+	require.Contains(t, err.Error(), "ordertimeout migrate up")
+
+	changed, err = m.Up()
+	require.NoError(t, err)
+	require.True(t, changed)
+	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "new-schema"))
 }
