@@ -217,31 +217,12 @@ func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	defer tx.Rollback(ctx)
 	var held int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = $1 FOR UPDATE`, timer.Name).Scan(&held))
-	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
-		var due bool
-		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
-		return due, err
-	})
+	waitDue(t, ctx, db)
 
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '1 second')")
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
-	require.NoError(t, err)
-	var calls int64
-	waitFor(t, ctx, 10*time.Second, "the sweeps to show in pg_stat_user_functions", func() (bool, error) {
-		_, err := conn.Exec(ctx, "SELECT 1") // an idle moment after it flushes the session's counts
-		if err != nil {
-			return false, err
-		}
-		err = db.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
-		                         WHERE schemaname = 'ordertimeout' AND funcname = 'sweep_due'`).Scan(&calls)
-		return calls > 0, err
-	})
+	calls := countSweeps(t, ctx, conn, db, "duration => interval '1 second'")
 	t.Logf("%d sweeps in 1 s with the due timer held elsewhere", calls)
 	require.LessOrEqual(t, calls, int64(30), "run_sweeper waits max_sleep (100 ms) between sweeps that can claim nothing")
 	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held timer was not taken")
@@ -267,11 +248,7 @@ func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	db := setup(t, ctx)
 	url := pgtest.URL(t, db)
 	createDue(t, ctx, db, "deferred-", 1, time.Millisecond, time.Millisecond)
-	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
-		var due bool
-		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
-		return due, err
-	})
+	waitDue(t, ctx, db)
 
 	holder, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -285,9 +262,34 @@ func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
+	calls := countSweeps(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '1 second'")
+	require.EqualValues(t, 3, calls, "one sweep, two quick ones after it deferred, then max_sleep")
+	require.Equal(t, "PENDING", status(t, ctx, db, "deferred-0"), "the order whose stock is held was not cancelled")
+
+	require.NoError(t, tx.Commit(ctx))
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '200 milliseconds')")
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(max_sleep => interval '1 minute', duration => interval '1 second')")
+	require.Equal(t, "CANCELLED", status(t, ctx, db, "deferred-0"), "cancelled once the lock is gone")
+}
+
+// waitDue waits until the earliest timer row is due (database clock).
+func waitDue(t *testing.T, ctx context.Context, db *pgxpool.Pool) {
+	t.Helper()
+	waitFor(t, ctx, 5*time.Second, "the timer to be due", func() (bool, error) {
+		var due bool
+		err := db.QueryRow(ctx, "SELECT ordertimeout.next_due() <= clock_timestamp()").Scan(&due)
+		return due, err
+	})
+}
+
+// countSweeps runs CALL ordertimeout.run_sweeper(args) on conn, a session
+// of its own that has called no sweep_due before, and returns how many
+// sweep_due calls the run made (pg_stat_user_functions, track_functions on).
+func countSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool, args string) int64 {
+	t.Helper()
+	_, err := conn.Exec(ctx, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper("+args+")")
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
 	require.NoError(t, err)
@@ -301,11 +303,5 @@ func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
 		                         WHERE schemaname = 'ordertimeout' AND funcname = 'sweep_due'`).Scan(&calls)
 		return calls > 0, err
 	})
-	require.EqualValues(t, 3, calls, "one sweep, two quick ones after it deferred, then max_sleep")
-	require.Equal(t, "PENDING", status(t, ctx, db, "deferred-0"), "the order whose stock is held was not cancelled")
-
-	require.NoError(t, tx.Commit(ctx))
-	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '200 milliseconds')")
-	require.NoError(t, err)
-	require.Equal(t, "CANCELLED", status(t, ctx, db, "deferred-0"), "cancelled once the lock is gone")
+	return calls
 }
