@@ -125,7 +125,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// rather than fail on every sweep; a database that does not answer yet
 	// is left to the sweeps, which retry.
 	if s.sweeper != nil {
-		if err := checkSchema(ctx, s.pool); errors.Is(err, errSchemaBehind) {
+		if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
 			return err
 		} else if err != nil {
 			logger.Warn("could not check the database schema yet", "error", err)

@@ -224,9 +224,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	var res Result
 	for attempt := 1; ; attempt++ {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
-		err := s.Pool.QueryRow(qctx,
-			"SELECT claimed, cancelled, caught_by_sweep, checks, moot, deferred FROM ordertimeout.sweep_due($1)",
-			s.batch()).Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot, &res.Deferred)
+		err := s.Pool.QueryRow(qctx, sweepQuery, s.batch()).
+			Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot, &res.Deferred)
 		cancel()
 		if err == nil {
 			break
