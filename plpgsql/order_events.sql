@@ -16,7 +16,7 @@ AS $$
 BEGIN
     PERFORM ordertimeout._require_order(order_events.order_id);
     RETURN QUERY
-    SELECT e.event_id, e.from_status, e.to_status, e.cause, e.actor, e.lateness, e.at, e.detail
+    SELECT e.event_id, e.from_status, e.to_status, e.cause::text, e.actor, e.lateness, e.at, e.detail
     FROM ordertimeout.events AS e
     WHERE e.order_id = order_events.order_id
     ORDER BY e.event_id;

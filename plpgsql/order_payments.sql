@@ -14,7 +14,7 @@ AS $$
 BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
-    SELECT p.payment_id, p.status, p.amount, p.started_at, p.confirmed_at, p.failed_at
+    SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at
     FROM ordertimeout.payments AS p
     WHERE p.order_id = order_payments.order_id
     ORDER BY coalesce(p.started_at, p.confirmed_at), p.payment_id;

@@ -6,6 +6,7 @@
 --   psql -v ON_ERROR_STOP=1 -f sql/install.sql
 
 \ir schema.sql
+\ir domains.sql
 \ir settings.sql
 \ir payment_methods.sql
 \ir stock.sql

@@ -23,14 +23,12 @@ CREATE TABLE ordertimeout.events (
     order_id    text        NOT NULL,
     from_status text,
     to_status   text        NOT NULL,
-    cause       text        NOT NULL,
+    cause       ordertimeout.event_cause NOT NULL,
     actor       text        NOT NULL,
     lateness    interval,
     at          timestamptz NOT NULL,
     detail      jsonb,
-    CONSTRAINT events_pkey PRIMARY KEY (event_id),
-    CONSTRAINT events_cause_known
-        CHECK (cause IN ('timeout', 'sweep', 'requested', 'payment', 'gateway', 'conflict', 'admin', 'reconcile'))
+    CONSTRAINT events_pkey PRIMARY KEY (event_id)
 );
 
 CREATE INDEX events_order_id ON ordertimeout.events (order_id, event_id);

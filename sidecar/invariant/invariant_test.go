@@ -296,7 +296,7 @@ func TestCheckCorrupted(t *testing.T) {
 		mention:  "order o-unverified of 3.5 EUR is PAID by payment p-unverified of no amount",
 	}, {
 		name: "NaN amount once the constraint is gone",
-		corrupt: `ALTER TABLE ordertimeout.payments DROP CONSTRAINT payments_amount_finite;
+		corrupt: `ALTER DOMAIN ordertimeout.money_amount DROP CONSTRAINT money_amount_finite;
 		          UPDATE ordertimeout.payments SET amount = 'NaN' WHERE payment_id = 'p-mismatch-1'`,
 		opts:     withTotals,
 		violated: []string{invariant.MoneyExact},

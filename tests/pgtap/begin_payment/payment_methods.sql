@@ -41,7 +41,7 @@ UPDATE public.river_job SET scheduled_at = scheduled_at - interval '20 minutes'
  WHERE queue = 'ordertimeout_expire' AND args ->> 'order_id' IN ('card', 'bank');
 SELECT ordertimeout.configure(precheck => 'never');
 SELECT results_eq($$SELECT cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (1)$$, 'one order due');
-SELECT results_eq($$SELECT order_id, status FROM ordertimeout.orders WHERE order_id IN ('card', 'bank') ORDER BY 1$$,
+SELECT results_eq($$SELECT order_id, status::text FROM ordertimeout.orders WHERE order_id IN ('card', 'bank') ORDER BY 1$$,
     $$VALUES ('bank', 'PENDING'), ('card', 'CANCELLED')$$,
     'the card order is cancelled at the card window; the bank transfer is not');
 SELECT is((SELECT count(*)::integer FROM public.river_job WHERE kind = 'ordertimeout_gateway_close'), 1,

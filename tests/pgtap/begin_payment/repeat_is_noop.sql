@@ -18,7 +18,7 @@ CREATE TEMP TABLE second AS SELECT * FROM ordertimeout.begin_payment('o1', 'p2')
 SELECT is((SELECT (status, deadline_version) FROM second), ROW('PAYING'::text, 3),
     'a second payment_id: still PAYING, version bumped');
 SELECT results_eq(
-    $$SELECT payment_id, status FROM ordertimeout.payments ORDER BY payment_id$$,
+    $$SELECT payment_id, status::text FROM ordertimeout.payments ORDER BY payment_id$$,
     $$VALUES ('p1', 'started'), ('p2', 'started')$$,
     'two started attempts');
 SELECT is((SELECT count(*)::integer FROM public.river_job WHERE kind = 'ordertimeout_payment_check'), 2,

@@ -16,7 +16,7 @@ SELECT is((SELECT status FROM paying), 'PAYING', 'the order is PAYING');
 SELECT is((SELECT deadline_version FROM paying), 2, 'the deadline version is bumped');
 SELECT is((SELECT payment_attempted FROM paying), true, 'payment_attempted is set');
 SELECT results_eq(
-    $$SELECT payment_id, status FROM ordertimeout.payments WHERE order_id = 'o1'$$,
+    $$SELECT payment_id, status::text FROM ordertimeout.payments WHERE order_id = 'o1'$$,
     $$VALUES ('p1', 'started')$$,
     'one payments row, started');
 SELECT is((SELECT paying_until FROM paying) - (SELECT started_at FROM ordertimeout.payments),
@@ -33,7 +33,7 @@ SELECT is((SELECT scheduled_at FROM public.river_job), (SELECT paying_until FROM
     'the payment check is scheduled at paying_until');
 SELECT is((SELECT id FROM public.river_job), test.timer_of('o1'), 'orders.timer_job_id names the payment check');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, detail ->> 'payment_id' FROM ordertimeout.events WHERE order_id = 'o1' ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, detail ->> 'payment_id' FROM ordertimeout.events WHERE order_id = 'o1' ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PENDING', 'PAYING', 'payment', 'p1')$$,
     'an event PENDING -> PAYING, cause payment');
 

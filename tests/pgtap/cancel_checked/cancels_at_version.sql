@@ -19,10 +19,10 @@ SELECT is(test.snapshot(), :'before'::jsonb, 'nothing written');
 
 SELECT is(ordertimeout.cancel_checked('o1', 1), true, 'version match: true');
 SELECT results_eq(
-    $$SELECT status, cancel_cause, cancel_reason FROM ordertimeout.orders WHERE order_id = 'o1'$$,
+    $$SELECT status::text, cancel_cause::text, cancel_reason FROM ordertimeout.orders WHERE order_id = 'o1'$$,
     $$VALUES ('CANCELLED', 'timeout', 'gateway check: not paid')$$,
     'cancelled as a timeout after the gateway check');
-SELECT is((SELECT reserved FROM ordertimeout.stock), 1::bigint, 'its stock is released: only o2 still holds a unit');
+SELECT is((SELECT reserved::bigint FROM ordertimeout.stock), 1::bigint, 'its stock is released: only o2 still holds a unit');
 SELECT is(ordertimeout.cancel_checked('o1', 2), false, 'a second call (version now 2): false');
 
 SELECT throws_ok($$SELECT ordertimeout.cancel_checked('nope', 1)$$, 'OT120', NULL, 'unknown order: OT120');

@@ -21,11 +21,11 @@ SELECT is(ordertimeout.cancel_due(2), 2, 'max 2: cancels two');
 SELECT is(ordertimeout.cancel_due(), 1, 'the default max takes the rest');
 SELECT is(ordertimeout.cancel_due(), 0, 'then nothing is due');
 SELECT results_eq(
-    $$SELECT status, count(*)::integer FROM ordertimeout.orders GROUP BY status ORDER BY status$$,
+    $$SELECT status::text, count(*)::integer FROM ordertimeout.orders GROUP BY status ORDER BY status$$,
     $$VALUES ('CANCELLED', 3), ('PENDING', 1)$$,
     'three cancelled, the later order PENDING');
 SELECT results_eq(
-    $$SELECT status, orders FROM ordertimeout.order_counts ORDER BY status$$,
+    $$SELECT status::text, orders FROM ordertimeout.order_counts ORDER BY status$$,
     $$VALUES ('CANCELLED', 3::bigint), ('PENDING', 1)$$,
     'the view order_counts agrees');
 

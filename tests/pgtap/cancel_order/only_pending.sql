@@ -15,7 +15,7 @@ SELECT is(ordertimeout.cancel_order('paid'), false, 'a PAID order: false');
 SELECT is(ordertimeout.cancel_order('paying'), false, 'a PAYING order: false');
 SELECT is(test.snapshot(), :'before'::jsonb, 'nothing written');
 SELECT results_eq(
-    $$SELECT order_id, status FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('paid', 'PAID'), ('paying', 'PAYING')$$,
     'statuses unchanged');
 SELECT is_empty($$SELECT 1 FROM ordertimeout.releases$$, 'nothing released');

@@ -16,7 +16,7 @@ SELECT is((SELECT (status, cancel_cause, deadline_version) FROM ordertimeout.ord
           ROW('CANCELLED'::text, 'requested'::text, 2), 'CANCELLED, cause requested, version bumped');
 SELECT isnt((SELECT cancelled_at FROM ordertimeout.orders), NULL, 'cancelled_at is set');
 SELECT results_eq(
-    $$SELECT sku, available, reserved, sold FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 10::bigint, 0::bigint, 0::bigint), ('B', 10, 0, 0)$$,
     'the stock is available again');
 SELECT isnt((SELECT released_at FROM ordertimeout.coupon_holds), NULL, 'the coupon hold is released');
@@ -31,7 +31,7 @@ SELECT results_eq(
     'one ledger row per sku, coupon and points');
 SELECT is_empty($$SELECT 1 FROM public.river_job$$, 'the timer row is deleted; no gateway close without a payment attempt');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, lateness FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, lateness FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PENDING', 'CANCELLED', 'requested', NULL::interval)$$,
     'an event PENDING -> CANCELLED, cause requested, no lateness');
 

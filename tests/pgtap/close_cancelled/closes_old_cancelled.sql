@@ -17,12 +17,12 @@ SELECT is(ordertimeout.close_cancelled(interval '1 day', 1), 1, 'max 1: closes o
 SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'old1'), 'CLOSED', 'the oldest first');
 SELECT is(ordertimeout.close_cancelled(interval '1 day'), 1, 'then the other old one; the one with an open conflict is skipped');
 SELECT results_eq(
-    $$SELECT order_id, status, closed_at IS NOT NULL FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text, closed_at IS NOT NULL FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('conflict', 'CANCELLED', false), ('old1', 'CLOSED', true), ('old2', 'CLOSED', true),
              ('pending', 'PENDING', false), ('recent', 'CANCELLED', false)$$,
     'only old CANCELLED orders without an open conflict are CLOSED');
 SELECT results_eq(
-    $$SELECT order_id, from_status, to_status, cause FROM ordertimeout.events WHERE to_status = 'CLOSED' ORDER BY order_id$$,
+    $$SELECT order_id, from_status, to_status, cause::text FROM ordertimeout.events WHERE to_status = 'CLOSED' ORDER BY order_id$$,
     $$VALUES ('old1', 'CANCELLED', 'CLOSED', 'admin'), ('old2', 'CANCELLED', 'CLOSED', 'admin')$$,
     'an event per closed order, cause admin');
 

@@ -14,10 +14,10 @@ SELECT ordertimeout.close_cancelled(interval '0');
 SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'o1'), 'CLOSED', 'closed');
 
 SELECT is(ordertimeout.confirm_payment('o1', 'p1'), 'conflict', 'a late payment on the CLOSED order is a conflict');
-SELECT results_eq($$SELECT status, closed_at FROM ordertimeout.orders WHERE order_id = 'o1'$$,
+SELECT results_eq($$SELECT status::text, closed_at FROM ordertimeout.orders WHERE order_id = 'o1'$$,
     $$VALUES ('CANCELLED', NULL::timestamptz)$$, 'the order is CANCELLED again');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, detail ->> 'kind' FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, detail ->> 'kind' FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('CLOSED', 'CANCELLED', 'payment', 'late_payment')$$, 'the event says why');
 SELECT is(ordertimeout.close_cancelled(interval '0'), 0, 'not closed while the conflict is open');
 SELECT ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts), 'manual');

@@ -24,7 +24,7 @@ SELECT is((SELECT count(*)::integer FROM public.river_job
             WHERE queue = 'ordertimeout_expire' AND args ->> 'order_id' = 'o1'
               AND (args ->> 'version')::integer = (SELECT deadline_version FROM ordertimeout.orders WHERE order_id = 'o1')),
     1, 'with a timer row for its new version');
-SELECT is((SELECT reserved FROM ordertimeout.stock WHERE sku = 'A'), 1::bigint, 'the stock stays reserved, not sold');
+SELECT is((SELECT reserved::bigint FROM ordertimeout.stock WHERE sku = 'A'), 1::bigint, 'the stock stays reserved, not sold');
 SELECT is(ordertimeout.confirm_payment('o1', 'p1', 9.99), 'conflict', 'a repeat gives the same answer');
 
 SELECT is(ordertimeout.confirm_payment('o1', 'p2', 10.00), 'paid', 'the same amount written otherwise (10.00) pays');

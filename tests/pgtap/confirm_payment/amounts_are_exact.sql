@@ -40,7 +40,7 @@ SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'LP-3'), 'PEN
 
 -- The exact amount pays: 100 equals 100.00, no currency means the order's.
 SELECT is(ordertimeout.confirm_payment('LP-3', 'plp-3c', 100), 'paid', '100 pays 100.00');
-SELECT results_eq($$SELECT amount, currency FROM ordertimeout.payments WHERE payment_id = 'plp-3c'$$,
+SELECT results_eq($$SELECT amount::numeric, currency::text FROM ordertimeout.payments WHERE payment_id = 'plp-3c'$$,
     $$VALUES (100::numeric, 'EUR')$$, 'the payment is recorded in the order''s currency');
 
 -- A late payment of the exact amount is a late_payment and can be reinstated.

@@ -15,11 +15,11 @@ SELECT results_eq(
     $$VALUES ('p2', 'double_payment', 7::numeric)$$,
     'one double_payment conflict for the second payment');
 SELECT results_eq(
-    $$SELECT payment_id, status FROM ordertimeout.payments ORDER BY payment_id$$,
+    $$SELECT payment_id, status::text FROM ordertimeout.payments ORDER BY payment_id$$,
     $$VALUES ('p1', 'confirmed'), ('p2', 'late')$$,
     'the first payment stays confirmed, the second is late');
 SELECT results_eq(
-    $$SELECT status, sold FROM ordertimeout.orders, ordertimeout.stock$$,
+    $$SELECT status::text, sold::bigint FROM ordertimeout.orders, ordertimeout.stock$$,
     $$VALUES ('PAID', 1::bigint)$$,
     'the order stays PAID; nothing is sold twice');
 

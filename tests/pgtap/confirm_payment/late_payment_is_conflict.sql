@@ -18,17 +18,17 @@ SELECT results_eq(
     $$VALUES ('o1', 'p1', 'late_payment', 5::numeric, NULL::text)$$,
     'one open late_payment conflict');
 SELECT results_eq(
-    $$SELECT payment_id, status, amount FROM ordertimeout.payments$$,
+    $$SELECT payment_id, status::text, amount::numeric FROM ordertimeout.payments$$,
     $$VALUES ('p1', 'late', 5::numeric)$$,
     'the payment is recorded as late');
 SELECT is((SELECT (status, open_conflicts) FROM ordertimeout.order_info('o1')), ROW('CANCELLED'::text, 1),
     'the order stays CANCELLED with one open conflict');
 SELECT results_eq(
-    $$SELECT available, reserved, sold FROM ordertimeout.stock$$,
+    $$SELECT available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock$$,
     $$VALUES (10::bigint, 0::bigint, 0::bigint)$$,
     'the stock stays released');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, detail ->> 'kind' FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, detail ->> 'kind' FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('CANCELLED', 'CANCELLED', 'payment', 'late_payment')$$,
     'an event records the conflict');
 

@@ -12,15 +12,15 @@ SELECT is(ordertimeout.confirm_payment('o1', 'p1'), 'paid', 'returns paid');
 SELECT is((SELECT (status, deadline_version, paying_until) FROM ordertimeout.order_info('o1')),
           ROW('PAID'::text, 3, NULL::timestamptz), 'PAYING -> PAID, version bumped, paying_until cleared');
 SELECT results_eq(
-    $$SELECT payment_id, status, started_at IS NOT NULL, confirmed_at IS NOT NULL FROM ordertimeout.payments$$,
+    $$SELECT payment_id, status::text, started_at IS NOT NULL, confirmed_at IS NOT NULL FROM ordertimeout.payments$$,
     $$VALUES ('p1', 'confirmed', true, true)$$,
     'the started payment is confirmed');
 SELECT results_eq(
-    $$SELECT available, reserved, sold FROM ordertimeout.stock$$,
+    $$SELECT available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock$$,
     $$VALUES (7::bigint, 0::bigint, 3::bigint)$$,
     'reserved stock is sold');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PAYING', 'PAID', 'payment')$$,
     'an event PAYING -> PAID');
 

@@ -16,7 +16,7 @@ SELECT is((SELECT (status, deadline_version, paying_until) FROM ordertimeout.ord
           ROW('PAID'::text, 2, NULL::timestamptz), 'the order is PAID, version bumped');
 SELECT isnt((SELECT paid_at FROM ordertimeout.orders WHERE order_id = 'o1'), NULL, 'paid_at is set');
 SELECT results_eq(
-    $$SELECT sku, available, reserved, sold FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 8::bigint, 0::bigint, 2::bigint), ('B', 9, 0, 1)$$,
     'reserved stock is sold');
 SELECT results_eq(
@@ -29,12 +29,12 @@ SELECT results_eq(
     'the points are spent: balance and held both down by 300');
 SELECT isnt((SELECT used_at FROM ordertimeout.points_holds WHERE order_id = 'o1'), NULL, 'the points hold is used');
 SELECT results_eq(
-    $$SELECT payment_id, status, amount FROM ordertimeout.payments$$,
+    $$SELECT payment_id, status::text, amount::numeric FROM ordertimeout.payments$$,
     $$VALUES ('p1', 'confirmed', 20::numeric)$$,
     'a confirmed payments row');
 SELECT is_empty($$SELECT 1 FROM public.river_job WHERE queue = 'ordertimeout_expire'$$, 'the timer row is deleted');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PENDING', 'PAID', 'payment')$$,
     'an event PENDING -> PAID, cause payment');
 SELECT is_empty($$SELECT 1 FROM ordertimeout.releases$$, 'nothing is released');

@@ -19,7 +19,7 @@ SELECT is((SELECT items FROM placed), '[{"sku": "A", "qty": 1}, {"sku": "B", "qt
     'items are normalized and sorted by sku');
 
 SELECT results_eq(
-    $$SELECT sku, available, reserved, sold FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 9::bigint, 1::bigint, 0::bigint), ('B', 3, 2, 0)$$,
     'stock moved from available to reserved');
 SELECT results_eq(
@@ -40,7 +40,7 @@ SELECT is((SELECT r.priority FROM public.river_job AS r), 1::smallint,
           'the timer row has priority 1 (the sweep''s index)');
 
 SELECT results_eq(
-    $$SELECT order_id, from_status, to_status, cause FROM ordertimeout.events$$,
+    $$SELECT order_id, from_status, to_status, cause::text FROM ordertimeout.events$$,
     $$VALUES ('o1', NULL::text, 'PENDING', 'requested')$$,
     'one event: NULL -> PENDING, cause requested');
 SELECT is((SELECT actor FROM ordertimeout.events), session_user::text, 'the event''s actor is the login role');

@@ -11,7 +11,7 @@ SELECT test.snapshot() AS before \gset
 SELECT throws_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 5}, {"sku": "B", "qty": 4}]')$$,
     'OT109', NULL, '4 of B with 3 available: OT109');
 SELECT results_eq(
-    $$SELECT sku, available, reserved FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 10::bigint, 0::bigint), ('B', 3, 0)$$,
     'A is not reserved either: all or nothing');
 SELECT is(test.snapshot(), :'before'::jsonb, 'nothing written');

@@ -22,7 +22,7 @@ SELECT results_eq(
     $$VALUES (true, '{"order_id": "o1", "version": 2}'::jsonb, true)$$,
     'one timer row, for version 2, at the new cancel_at, named by timer_job_id');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, (detail ->> 'extended_by_seconds')::numeric FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, (detail ->> 'extended_by_seconds')::numeric FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PENDING', 'PENDING', 'requested', 900::numeric)$$,
     'an event records the extension');
 

@@ -13,7 +13,7 @@ SELECT is(ordertimeout.fail_payment('o1', 'p1'), 'pending', 'returns pending');
 SELECT is((SELECT (status, deadline_version, paying_until, payment_attempted) FROM ordertimeout.order_info('o1')),
           ROW('PENDING'::text, 3, NULL::timestamptz, true), 'PENDING again at version 3, paying_until cleared');
 SELECT results_eq(
-    $$SELECT status, failed_at IS NOT NULL FROM ordertimeout.payments$$,
+    $$SELECT status::text, failed_at IS NOT NULL FROM ordertimeout.payments$$,
     $$VALUES ('failed', true)$$,
     'the payment is failed');
 SELECT results_eq(
@@ -25,7 +25,7 @@ SELECT is((SELECT scheduled_at FROM public.river_job WHERE queue = 'ordertimeout
 SELECT is(test.timer_of('o1'), (SELECT id FROM public.river_job WHERE queue = 'ordertimeout_expire'),
     'timer_job_id names the new timer row');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('PAYING', 'PENDING', 'payment')$$,
     'an event PAYING -> PENDING');
 

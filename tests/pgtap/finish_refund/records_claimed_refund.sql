@@ -27,7 +27,7 @@ SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'o1'), 'CANCE
 
 SELECT is(ordertimeout.finish_refund(:c, 'R1'), 'refunded', 'finish_refund records the refund');
 SELECT is(ordertimeout.finish_refund(:c, 'R1'), 'refunded', 'and again: the same answer');
-SELECT results_eq($$SELECT c.state, c.resolution, c.refund_id, p.status
+SELECT results_eq($$SELECT c.state, c.resolution, c.refund_id, p.status::text
                       FROM ordertimeout.conflicts AS c JOIN ordertimeout.payments AS p USING (payment_id)$$,
     $$VALUES ('resolved', 'refunded', 'R1', 'refunded')$$, 'resolved as refunded, the payment refunded');
 SELECT throws_ok(format('SELECT ordertimeout.resolve_conflict(%s, %L)', :c, 'reinstate'), 'OT133', NULL,

@@ -44,7 +44,7 @@ SELECT is(ordertimeout.purge_orders(interval '90 days'), 1, 'then the last one o
 SELECT is(ordertimeout.purge_orders(interval '90 days'), 0, 'nothing more is old enough');
 
 SELECT results_eq(
-    $$SELECT order_id, status FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('cancelled', 'CANCELLED'), ('closed_new', 'CLOSED'), ('paid', 'PAID'),
              ('paid_coupon', 'PAID'), ('paying', 'PAYING'), ('pending', 'PENDING')$$,
     'live, CANCELLED, recently CLOSED and PAID orders stay');

@@ -24,7 +24,7 @@ SELECT is(ordertimeout.confirm_payment('o1', 'p1'), 'conflict', 'a repeat of the
 SELECT is(ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o2'), 'manual'),
     'manual', 'manual returns manual');
 SELECT results_eq(
-    $$SELECT o.status, p.status FROM ordertimeout.orders AS o JOIN ordertimeout.payments AS p USING (order_id) WHERE o.order_id = 'o2'$$,
+    $$SELECT o.status::text, p.status::text FROM ordertimeout.orders AS o JOIN ordertimeout.payments AS p USING (order_id) WHERE o.order_id = 'o2'$$,
     $$VALUES ('CANCELLED', 'late')$$,
     'manual changes neither the order nor the payment');
 SELECT results_eq(
@@ -32,7 +32,7 @@ SELECT results_eq(
     $$VALUES ('o1', 'refunded', 'resolved', 'R1'), ('o2', 'manual', 'resolved', NULL)$$,
     'both conflicts are resolved');
 SELECT results_eq(
-    $$SELECT order_id, from_status, to_status, cause, detail ->> 'resolution' FROM ordertimeout.events WHERE cause = 'conflict' ORDER BY event_id$$,
+    $$SELECT order_id, from_status, to_status, cause::text, detail ->> 'resolution' FROM ordertimeout.events WHERE cause = 'conflict' ORDER BY event_id$$,
     $$VALUES ('o1', 'CANCELLED', 'CANCELLED', 'conflict', 'refunding'), ('o1', 'CANCELLED', 'CANCELLED', 'conflict', 'refunded'),
              ('o2', 'CANCELLED', 'CANCELLED', 'conflict', 'manual')$$,
     'an event per resolution, cause conflict');

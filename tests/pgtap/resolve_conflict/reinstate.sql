@@ -18,11 +18,11 @@ SELECT conflict_id FROM ordertimeout.conflicts \gset
 
 SELECT is(ordertimeout.resolve_conflict(:conflict_id, 'reinstate'), 'reinstated', 'returns reinstated');
 SELECT results_eq(
-    $$SELECT status, paid_at IS NOT NULL, cancelled_at, cancel_cause FROM ordertimeout.orders$$,
+    $$SELECT status::text, paid_at IS NOT NULL, cancelled_at, cancel_cause::text FROM ordertimeout.orders$$,
     $$VALUES ('PAID', true, NULL::timestamptz, NULL::text)$$,
     'the order is PAID again; the cancel is cleared');
 SELECT results_eq(
-    $$SELECT sku, available, reserved, sold FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 8::bigint, 0::bigint, 2::bigint), ('B', 9, 0, 1)$$,
     'stock moved from available to sold');
 SELECT results_eq(
@@ -45,7 +45,7 @@ SELECT results_eq(
     'the conflict is resolved, by the session''s actor');
 SELECT is((SELECT status FROM ordertimeout.payments), 'confirmed', 'the payment is confirmed');
 SELECT results_eq(
-    $$SELECT from_status, to_status, cause, actor FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
+    $$SELECT from_status, to_status, cause::text, actor FROM ordertimeout.events ORDER BY event_id DESC LIMIT 1$$,
     $$VALUES ('CANCELLED', 'PAID', 'conflict', 'sidecar-1')$$,
     'an event CANCELLED -> PAID, cause conflict');
 SELECT is(ordertimeout.confirm_payment('o1', 'p1'), 'paid', 'the gateway''s repeat of the confirmation now returns paid');

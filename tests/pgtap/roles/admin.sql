@@ -12,7 +12,7 @@ SELECT lives_ok($$SELECT ordertimeout.put_points('acct', 10)$$, 'can put_points'
 SELECT lives_ok($$SELECT ordertimeout.configure(grace => interval '0')$$, 'can configure');
 SELECT lives_ok($$SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]')$$, 'can create_order');
 SELECT lives_ok($$SELECT * FROM ordertimeout.sweep_due()$$, 'can sweep_due');
-SELECT results_eq($$SELECT order_id, status FROM ordertimeout.orders$$, $$VALUES ('o1', 'PENDING')$$,
+SELECT results_eq($$SELECT order_id, status::text FROM ordertimeout.orders$$, $$VALUES ('o1', 'PENDING')$$,
     'can SELECT ordertimeout.orders');
 SELECT throws_ok($$UPDATE ordertimeout.stock SET available = 0$$, '42501', NULL, 'cannot UPDATE a table directly');
 

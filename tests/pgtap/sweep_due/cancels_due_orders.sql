@@ -21,12 +21,12 @@ SELECT results_eq(
     $$VALUES (2, 2, 0, 0, 0, 0)$$,
     'claims the two due timers and cancels their orders');
 SELECT results_eq(
-    $$SELECT order_id, status, cancel_cause FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text, cancel_cause::text FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('due1', 'CANCELLED', 'timeout'), ('due2', 'CANCELLED', 'timeout'),
              ('later', 'PENDING', NULL), ('paying', 'PAYING', NULL)$$,
     'due orders cancelled as timeouts; the others untouched');
 SELECT results_eq(
-    $$SELECT order_id, cause, lateness >= interval '1 minute' AND lateness < interval '10 minutes'
+    $$SELECT order_id, cause::text, lateness >= interval '1 minute' AND lateness < interval '10 minutes'
         FROM ordertimeout.events WHERE to_status = 'CANCELLED' ORDER BY order_id$$,
     $$VALUES ('due1', 'timeout', true), ('due2', 'timeout', true)$$,
     'events cause timeout with their lateness');
@@ -35,7 +35,7 @@ SELECT ok((SELECT bool_and(e.lateness = o.cancelled_at - o.cancel_at)
             WHERE e.to_status = 'CANCELLED'),
     'lateness = cancelled_at - cancel_at');
 SELECT results_eq(
-    $$SELECT available, reserved FROM ordertimeout.stock$$,
+    $$SELECT available::bigint, reserved::bigint FROM ordertimeout.stock$$,
     $$VALUES (8::bigint, 2::bigint)$$,
     'the stock of the cancelled orders is released');
 SELECT results_eq(
@@ -43,7 +43,7 @@ SELECT results_eq(
     $$VALUES ('later')$$,
     'the claimed timer rows are deleted; the later one stays');
 SELECT results_eq(
-    $$SELECT order_id, cause FROM ordertimeout.cancel_lag ORDER BY order_id$$,
+    $$SELECT order_id, cause::text FROM ordertimeout.cancel_lag ORDER BY order_id$$,
     $$VALUES ('due1', 'timeout'), ('due2', 'timeout')$$,
     'the view cancel_lag lists both timeouts');
 

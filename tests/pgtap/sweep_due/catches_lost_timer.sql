@@ -22,11 +22,11 @@ SELECT results_eq(
     $$VALUES (2, 2, 1, 0, 0)$$,
     'one timeout by its timer, one caught by the sweep');
 SELECT results_eq(
-    $$SELECT order_id, status, cancel_cause FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text, cancel_cause::text FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('kept', 'CANCELLED', 'timeout'), ('lost', 'CANCELLED', 'sweep')$$,
     'the order without its timer is cancelled with cause sweep');
 SELECT results_eq(
-    $$SELECT cause, lateness >= interval '3 minutes' FROM ordertimeout.events WHERE order_id = 'lost' AND to_status = 'CANCELLED'$$,
+    $$SELECT cause::text, lateness >= interval '3 minutes' FROM ordertimeout.events WHERE order_id = 'lost' AND to_status = 'CANCELLED'$$,
     $$VALUES ('sweep', true)$$,
     'its event has cause sweep and its lateness');
 SELECT results_eq(
@@ -38,7 +38,7 @@ SELECT results_eq(
     $$VALUES (0::bigint, 0::bigint, 1::bigint)$$,
     'after: sweep_stats.caught_by_sweep = 1');
 SELECT results_eq(
-    $$SELECT order_id, cause FROM ordertimeout.cancel_lag ORDER BY order_id$$,
+    $$SELECT order_id, cause::text FROM ordertimeout.cancel_lag ORDER BY order_id$$,
     $$VALUES ('kept', 'timeout'), ('lost', 'sweep')$$,
     'cancel_lag lists both causes');
 SELECT is_empty($$SELECT 1 FROM ordertimeout.preview_due()$$, 'nothing is due any more');

@@ -18,7 +18,7 @@ SELECT results_eq(
 SELECT is((SELECT status FROM ordertimeout.order_info('o1')), 'PAID', 'the order stays PAID');
 SELECT is_empty($$SELECT 1 FROM public.river_job WHERE queue = 'ordertimeout_expire'$$, 'the stale timer row is deleted');
 SELECT results_eq(
-    $$SELECT available, reserved, sold FROM ordertimeout.stock$$,
+    $$SELECT available::bigint, reserved::bigint, sold::bigint FROM ordertimeout.stock$$,
     $$VALUES (9::bigint, 0::bigint, 1::bigint)$$,
     'nothing released');
 

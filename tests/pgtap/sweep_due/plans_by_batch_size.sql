@@ -59,7 +59,7 @@ SELECT is((SELECT count(*)::integer FROM ordertimeout.orders WHERE status = 'CAN
     'every due order is cancelled');
 SELECT is((SELECT count(*)::integer FROM ordertimeout.releases), 398, 'released once: one ledger row per item');
 SELECT results_eq(
-    $$SELECT sku, available, reserved FROM ordertimeout.stock ORDER BY sku$$,
+    $$SELECT sku, available::bigint, reserved::bigint FROM ordertimeout.stock ORDER BY sku$$,
     $$VALUES ('A', 1000::bigint, 0::bigint), ('B', 1000::bigint, 0::bigint)$$,
     'all the reserved stock is back');
 SELECT is((SELECT count(*)::integer FROM public.river_job WHERE queue = 'ordertimeout_expire'), 0,

@@ -17,7 +17,7 @@ SELECT results_eq(
     $$VALUES (2, 1, 1)$$,
     'one check, one cancel');
 SELECT results_eq(
-    $$SELECT o.order_id, o.status, r.kind
+    $$SELECT o.order_id, o.status::text, r.kind
         FROM ordertimeout.orders AS o LEFT JOIN public.river_job AS r ON r.id = o.check_job_id
        ORDER BY o.order_id$$,
     $$VALUES ('always', 'PENDING', 'ordertimeout_precancel_check'), ('plain', 'CANCELLED', NULL)$$,
@@ -33,7 +33,7 @@ SELECT results_eq(
     $$VALUES (2, 1, 1)$$,
     'with the setting always: one check, one cancel');
 SELECT results_eq(
-    $$SELECT order_id, status, check_job_id IS NOT NULL FROM ordertimeout.orders WHERE order_id IN ('never', 'default') ORDER BY order_id$$,
+    $$SELECT order_id, status::text, check_job_id IS NOT NULL FROM ordertimeout.orders WHERE order_id IN ('never', 'default') ORDER BY order_id$$,
     $$VALUES ('default', 'PENDING', true), ('never', 'CANCELLED', false)$$,
     'precheck never is cancelled; the default follows the setting');
 

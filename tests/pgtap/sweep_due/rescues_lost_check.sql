@@ -42,9 +42,9 @@ DELETE FROM public.river_job WHERE kind = 'ordertimeout_precancel_check' AND arg
 UPDATE ordertimeout.rescue_state SET rescued_at = '-infinity';
 SELECT results_eq($$SELECT cancelled, caught_by_sweep FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
     'policy never: the order is cancelled');
-SELECT results_eq($$SELECT status, cancel_cause FROM ordertimeout.orders WHERE order_id = 'o1'$$,
+SELECT results_eq($$SELECT status::text, cancel_cause::text FROM ordertimeout.orders WHERE order_id = 'o1'$$,
     $$VALUES ('CANCELLED', 'sweep')$$, 'with cause sweep');
-SELECT is((SELECT reserved FROM ordertimeout.stock WHERE sku = 'A'), 1::bigint, 'and its stock released');
+SELECT is((SELECT reserved::bigint FROM ordertimeout.stock WHERE sku = 'A'), 1::bigint, 'and its stock released');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -22,7 +22,7 @@ SELECT results_eq(
     $$VALUES (1, 1)$$,
     'max 1: one order');
 SELECT results_eq(
-    $$SELECT order_id, status FROM ordertimeout.orders ORDER BY order_id$$,
+    $$SELECT order_id, status::text FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('newer', 'PENDING'), ('older', 'CANCELLED')$$,
     'the one due longest is cancelled first');
 SELECT results_eq(
