@@ -67,7 +67,8 @@ func Up(databaseURL string) error {
 // refuse halfway: golang-migrate marks the database dirty on any failed
 // migration, even one whose transaction rolled back, and then needs `migrate
 // force`. Today: 000010 refuses NaN, infinite, negative and >= 10^15 amounts,
-// which 000009 accepted.
+// which 000009 accepted; 000020 cannot change the types of columns that a
+// materialized view or a SQL-standard function body depends on.
 func Preflight(databaseURL string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -89,7 +90,13 @@ func Preflight(databaseURL string) error {
 	if err := conn.QueryRow(ctx, "SELECT max(version) FROM public.schema_migrations").Scan(&version); err != nil {
 		return fmt.Errorf("read the migration version: %w", err)
 	}
-	if version == nil || *version >= 10 {
+	if version == nil || *version >= 20 {
+		return nil
+	}
+	if err := preflight20(ctx, conn); err != nil {
+		return err
+	}
+	if *version >= 10 {
 		return nil
 	}
 	var bad *string
@@ -110,6 +117,43 @@ func Preflight(databaseURL string) error {
 	if bad != nil {
 		return fmt.Errorf("migration 000010 refuses amounts that are NaN, infinite, negative or >= 10^15, "+
 			"which earlier versions accepted; fix or delete them first (nothing was migrated): %s", *bad)
+	}
+	return nil
+}
+
+// preflight20 refuses what migration 000020 cannot carry through its change
+// of column types: it drops and re-creates the views that read orders,
+// payments, events and stock (directly or through other views), but a
+// materialized view or a function with a SQL-standard body that depends on
+// them makes ALTER COLUMN TYPE fail.
+func preflight20(ctx context.Context, conn *pgx.Conn) error {
+	var bad *string
+	err := conn.QueryRow(ctx, `
+		WITH RECURSIVE dependent (oid) AS (
+		    SELECT c.oid FROM pg_class AS c
+		     WHERE c.oid IN ('ordertimeout.orders'::regclass, 'ordertimeout.payments'::regclass,
+		                     'ordertimeout.events'::regclass, 'ordertimeout.stock'::regclass)
+		    UNION
+		    SELECT r.ev_class
+		      FROM dependent AS dep
+		      JOIN pg_depend AS d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = dep.oid
+		      JOIN pg_rewrite AS r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+		)
+		SELECT string_agg(x, ', ' ORDER BY x)
+		  FROM (SELECT DISTINCT 'materialized view ' || c.oid::regclass::text AS x
+		          FROM dependent AS dep JOIN pg_class AS c ON c.oid = dep.oid
+		         WHERE c.relkind = 'm'
+		        UNION
+		        SELECT DISTINCT 'function ' || d.objid::regprocedure::text
+		          FROM dependent AS dep
+		          JOIN pg_depend AS d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = dep.oid
+		         WHERE d.classid = 'pg_proc'::regclass) AS b`).Scan(&bad)
+	if err != nil {
+		return fmt.Errorf("check dependents before migration 000020: %w", err)
+	}
+	if bad != nil {
+		return fmt.Errorf("migration 000020 changes the types of columns of orders, payments, events and stock, "+
+			"which these objects depend on; drop them first and create them again after it (nothing was migrated): %s", *bad)
 	}
 	return nil
 }
