@@ -302,6 +302,43 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.Equal(t, "ordertimeout.event_cause", causeType)
 	sidecartest.Exec(t, db, "DROP VIEW public.lag_view")
 
+	// 000021 forgets the "0 rows" statistics 000020's ANALYZE leaves on
+	// empty tables (the plans cached while the tables are small would scan
+	// them), and analyzes a table whose statistics say 0 rows but which has
+	// rows; it keeps every row.
+	statsOf := func() map[string]float64 {
+		rows, err := db.Query(ctx, `SELECT c.relname, c.reltuples FROM pg_class AS c
+			WHERE c.relnamespace = 'ordertimeout'::regnamespace
+			  AND c.relname IN ('orders', 'order_items', 'payments', 'conflicts', 'events', 'stock')`)
+		require.NoError(t, err)
+		stats := map[string]float64{}
+		for rows.Next() {
+			var name string
+			var tuples float64
+			require.NoError(t, rows.Scan(&name, &tuples))
+			stats[name] = tuples
+		}
+		require.NoError(t, rows.Err())
+		return stats
+	}
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 20), "--database-url", url}))
+	require.Equal(t, 20, version())
+	sidecartest.Exec(t, db, "DELETE FROM ordertimeout.events")
+	sidecartest.Exec(t, db, "ANALYZE ordertimeout.events, ordertimeout.stock, ordertimeout.orders")
+	sidecartest.Exec(t, db, "INSERT INTO ordertimeout.events (order_id, to_status, cause, actor, at) VALUES ('after-analyze', 'PENDING', 'requested', 'test', now())")
+	require.Equal(t, 0.0, statsOf()["events"], "analyzed while empty")
+	var orders, stock int
+	require.NoError(t, db.QueryRow(ctx, "SELECT (SELECT count(*) FROM ordertimeout.orders), (SELECT count(*) FROM ordertimeout.stock)").Scan(&orders, &stock))
+	require.Positive(t, orders)
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, latest, version())
+	stats := statsOf()
+	require.Equal(t, 1.0, stats["events"], "analyzed again: it has a row")
+	require.Equal(t, float64(orders), stats["orders"], "real statistics are kept")
+	var ordersAfter, stockAfter, eventsAfter int
+	require.NoError(t, db.QueryRow(ctx, "SELECT (SELECT count(*) FROM ordertimeout.orders), (SELECT count(*) FROM ordertimeout.stock), (SELECT count(*) FROM ordertimeout.events)").Scan(&ordersAfter, &stockAfter, &eventsAfter))
+	require.Equal(t, []int{orders, stock, 1}, []int{ordersAfter, stockAfter, eventsAfter}, "no row lost")
+
 	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--database-url", url}))
 	require.Equal(t, 8, version())
 	require.False(t, exists("ordertimeout.orders"), "down %d removes ordertimeout", ours)
@@ -310,6 +347,11 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 	require.Equal(t, latest, version())
 	require.True(t, exists("ordertimeout.orders"))
+	stats = statsOf()
+	require.Len(t, stats, 6)
+	for name, tuples := range stats {
+		require.Equal(t, -1.0, tuples, "a fresh install leaves %s never analyzed", name)
+	}
 	db.Reset() // the pool's prepared statements name the types that down dropped
 	sidecartest.Setup(t, db)
 	sidecartest.CreateOrder(t, db, "after-up", time.Hour, "")

@@ -1,0 +1,1 @@
+-- Nothing to undo: statistics are not schema, and the up changed no row.

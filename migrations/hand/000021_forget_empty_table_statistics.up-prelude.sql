@@ -1,0 +1,38 @@
+-- Statistics that say "empty" (pg_class.reltuples = 0, left by 000020's
+-- ANALYZE on a fresh install) are forgotten: an empty table is truncated,
+-- which sets reltuples back to -1 ("never analyzed"), together with the
+-- tables whose foreign keys reference it; one that has rows is analyzed.
+-- The lock comes before the check that the group is empty, so no row
+-- committed in between can be lost. Tables with real statistics are neither
+-- locked nor touched.
+DO $forget$
+DECLARE
+    v_group regclass[];
+    v_empty boolean;
+BEGIN
+    FOREACH v_group SLICE 1 IN ARRAY ARRAY[
+        ARRAY['ordertimeout.orders', 'ordertimeout.order_items', 'ordertimeout.payments', 'ordertimeout.conflicts'],
+        ARRAY['ordertimeout.events', NULL, NULL, NULL],
+        ARRAY['ordertimeout.stock', NULL, NULL, NULL]]::regclass[] LOOP
+        v_group := array_remove(v_group, NULL);
+        IF NOT EXISTS (SELECT 1 FROM pg_class AS c WHERE c.oid = ANY (v_group) AND c.reltuples = 0) THEN
+            CONTINUE;
+        END IF;
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE',
+                       (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g));
+        v_empty := true;
+        FOR i IN 1 .. cardinality(v_group) LOOP
+            EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s) AND $1', v_group[i]) INTO v_empty USING v_empty;
+        END LOOP;
+        IF v_empty THEN
+            EXECUTE format('TRUNCATE %s', (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g));
+        ELSE
+            FOR i IN 1 .. cardinality(v_group) LOOP
+                IF (SELECT c.reltuples = 0 FROM pg_class AS c WHERE c.oid = v_group[i]) THEN
+                    EXECUTE format('ANALYZE %s', v_group[i]);
+                END IF;
+            END LOOP;
+        END IF;
+    END LOOP;
+END
+$forget$;
