@@ -1,21 +1,25 @@
--- Statistics that say "empty" (pg_class.reltuples = 0, left by 000020's
--- ANALYZE on a fresh install) are forgotten: an empty table is truncated,
--- which sets reltuples back to -1 ("never analyzed"), together with the
--- tables whose foreign keys reference it; one that has rows is analyzed.
--- The lock comes before the check that the group is empty, so no row
--- committed in between can be lost. Tables with real statistics are neither
--- locked nor touched.
+-- Statistics that say "empty" (pg_class.reltuples = 0), left by 000020's
+-- ANALYZE of orders, payments, events and stock on a fresh install, are
+-- forgotten: an empty table is truncated, which sets reltuples back to -1
+-- ("never analyzed"), together with the tables whose foreign keys reference
+-- it (empty too, then); one that has rows is analyzed. The lock comes before
+-- the check that the group is empty, so no row committed in between can be
+-- lost. A group whose analyzed tables have real statistics is neither locked
+-- nor touched.
 DO $forget$
 DECLARE
-    v_group regclass[];
-    v_empty boolean;
+    v_analyzed regclass[] := ARRAY['ordertimeout.orders', 'ordertimeout.payments',
+                                   'ordertimeout.events', 'ordertimeout.stock']::regclass[];
+    v_group    regclass[];
+    v_empty    boolean;
 BEGIN
     FOREACH v_group SLICE 1 IN ARRAY ARRAY[
         ARRAY['ordertimeout.orders', 'ordertimeout.order_items', 'ordertimeout.payments', 'ordertimeout.conflicts'],
         ARRAY['ordertimeout.events', NULL, NULL, NULL],
         ARRAY['ordertimeout.stock', NULL, NULL, NULL]]::regclass[] LOOP
         v_group := array_remove(v_group, NULL);
-        IF NOT EXISTS (SELECT 1 FROM pg_class AS c WHERE c.oid = ANY (v_group) AND c.reltuples = 0) THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_class AS c
+                        WHERE c.oid = ANY (v_group) AND c.oid = ANY (v_analyzed) AND c.reltuples = 0) THEN
             CONTINUE;
         END IF;
         EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE',
@@ -28,7 +32,8 @@ BEGIN
             EXECUTE format('TRUNCATE %s', (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g));
         ELSE
             FOR i IN 1 .. cardinality(v_group) LOOP
-                IF (SELECT c.reltuples = 0 FROM pg_class AS c WHERE c.oid = v_group[i]) THEN
+                IF v_group[i] = ANY (v_analyzed)
+                   AND (SELECT c.reltuples = 0 FROM pg_class AS c WHERE c.oid = v_group[i]) THEN
                     EXECUTE format('ANALYZE %s', v_group[i]);
                 END IF;
             END LOOP;
