@@ -120,6 +120,12 @@ $$;
 -- held right now (SKIP LOCKED: never wait for a sweep or a River fetch while
 -- holding an order row; a sweep deletes its rows itself, and the version
 -- check makes a left-over row harmless) or a worker already runs it.
+-- The row is found by its primary key only: state is compared as text so
+-- that River's fetch index (state, queue, priority, scheduled_at, id) cannot
+-- serve the lookup. A generic plan made while river_job had no statistics
+-- (a fresh database, the first minute) chose that index with state as its
+-- only bound and walked every available row to find this one, twice per
+-- paid order (begin_payment drops the timer, confirm_payment the check).
 CREATE FUNCTION ordertimeout._drop_timer(job_id bigint)
 RETURNS void
 LANGUAGE plpgsql
@@ -134,7 +140,7 @@ BEGIN
     WHERE r.id = (SELECT l.id
                     FROM public.river_job AS l
                    WHERE l.id = _drop_timer.job_id
-                     AND l.state = 'available'
+                     AND l.state::text = 'available'
                      AND (l.queue = 'ordertimeout_expire'
                           OR (l.queue = 'ordertimeout' AND l.kind = 'ordertimeout_payment_check'))
                      FOR UPDATE SKIP LOCKED);
