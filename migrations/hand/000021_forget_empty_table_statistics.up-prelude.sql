@@ -11,6 +11,7 @@ DECLARE
     v_analyzed regclass[] := ARRAY['ordertimeout.orders', 'ordertimeout.payments',
                                    'ordertimeout.events', 'ordertimeout.stock']::regclass[];
     v_group    regclass[];
+    v_list     text;
     v_empty    boolean;
 BEGIN
     FOREACH v_group SLICE 1 IN ARRAY ARRAY[
@@ -22,14 +23,13 @@ BEGIN
                         WHERE c.oid = ANY (v_group) AND c.oid = ANY (v_analyzed) AND c.reltuples = 0) THEN
             CONTINUE;
         END IF;
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE',
-                       (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g));
-        v_empty := true;
-        FOR i IN 1 .. cardinality(v_group) LOOP
-            EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s) AND $1', v_group[i]) INTO v_empty USING v_empty;
-        END LOOP;
+        v_list := (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_list);
+        EXECUTE 'SELECT ' || (SELECT string_agg(format('NOT EXISTS (SELECT 1 FROM %s)', g), ' AND ')
+                                FROM unnest(v_group) AS g)
+        INTO v_empty;
         IF v_empty THEN
-            EXECUTE format('TRUNCATE %s', (SELECT string_agg(g::text, ', ') FROM unnest(v_group) AS g));
+            EXECUTE format('TRUNCATE %s', v_list);
         ELSE
             FOR i IN 1 .. cardinality(v_group) LOOP
                 IF v_group[i] = ANY (v_analyzed)
