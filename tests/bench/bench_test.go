@@ -151,3 +151,43 @@ func TestMarkers(t *testing.T) {
 	svg := string(renderSVG(plotConfig{series: []series{{name: "one rate", markers: true, points: []point{{1000, 20}}}}}))
 	require.Equal(t, 1, strings.Count(svg, "<circle"), "a line of one point still shows its marker")
 }
+
+func TestParseFlagsCapacityRuns(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags(nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.capacityRuns, "a median of three ladders by default")
+	cfg, err = parseFlags([]string{"--quick"})
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.capacityRuns, "one ladder in a smoke check")
+	_, err = parseFlags([]string{"--capacity-runs", "0"})
+	require.ErrorContains(t, err, "--capacity-runs")
+}
+
+// The medians of three ladders: each design's highest rate, and the
+// median of the ladders' own ratios; a ladder whose baseline kept up at no
+// rate has no ratio, while one where ordertimeout kept up at none has 0.
+func TestCapacitySummarize(t *testing.T) {
+	t.Parallel()
+	ratio := func(v float64) *float64 { return &v }
+	res := capacityResult{Highest: map[string]float64{}, Producing: map[string]float64{}, Ladders: []capacityLadder{
+		{Run: 1, Highest: map[string]int{"ordertimeout": 750, "zset": 500}, Ratio: ratio(1.5),
+			Producing: map[string]int{"ordertimeout": 750, "zset": 1000}, ProducingRate: ratio(0.75)},
+		{Run: 2, Highest: map[string]int{"ordertimeout": 500, "zset": 500}, Ratio: ratio(1),
+			Producing: map[string]int{"ordertimeout": 750, "zset": 750}, ProducingRate: ratio(1)},
+		{Run: 3, Highest: map[string]int{"ordertimeout": 0, "zset": 750}, Ratio: ratio(0),
+			Producing: map[string]int{"ordertimeout": 500, "zset": 750}, ProducingRate: ratio(0.67)},
+	}}
+	res.summarize([]string{"ordertimeout", "zset"})
+	require.Equal(t, 500.0, res.Highest["ordertimeout"])
+	require.Equal(t, 500.0, res.Highest["zset"])
+	require.Equal(t, 1.0, res.Ratio, "the median of 1.5, 1 and 0")
+	require.Equal(t, 3, res.Defined)
+	require.Equal(t, 0.75, res.ProducingRate)
+
+	res.Ladders[2].Ratio = nil
+	res.Ladders[2].Highest["zset"] = 0
+	res.summarize([]string{"ordertimeout", "zset"})
+	require.Equal(t, 2, res.Defined, "a ladder without a baseline rate has no ratio")
+	require.Equal(t, 1.25, res.Ratio, "the median of 1.5 and 1")
+}

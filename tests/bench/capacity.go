@@ -7,28 +7,48 @@ import (
 	"strings"
 )
 
-// capacityResult is the JSON line summing up capacity for both designs.
+// capacityResult is the JSON line summing up capacity for both designs:
+// the medians over --capacity-runs ladders, and each ladder.
 type capacityResult struct {
-	Scenario  string         `json:"scenario"`
-	Rates     []int          `json:"rates"`
-	DurationS float64        `json:"duration_s"`
-	Highest   map[string]int `json:"highest_rate_kept_up"`
-	Ratio     float64        `json:"ratio_ours_over_zset,omitempty"`
-	// Producing is each design's highest rate whose producer still created
-	// the asked orders (the create path's capacity), whatever the lag.
-	Producing     map[string]int    `json:"highest_rate_created"`
-	ProducingRate float64           `json:"producing_ratio_ours_over_zset,omitempty"`
-	Why           map[string]string `json:"stopped_because"`
-	KeepsUpBy     string            `json:"keeps_up_means"`
-	Invariants    string            `json:"invariants"`
+	Scenario  string  `json:"scenario"`
+	Rates     []int   `json:"rates"`
+	DurationS float64 `json:"duration_s"`
+	Runs      int     `json:"runs"`
+	// Highest is each design's median over the ladders of its highest rate
+	// that kept up; Ratio the median of the ladders' ratios (each ladder
+	// runs both designs at each rate one after the other, so its ratio
+	// compares them in the same minutes).
+	Highest map[string]float64 `json:"highest_rate_kept_up"`
+	Ratio   float64            `json:"ratio_ours_over_zset"`
+	// Defined counts the ladders that have a ratio (the baseline kept up
+	// at some rate); 0 leaves Ratio undefined.
+	Defined          int `json:"ladders_with_ratio"`
+	producingDefined int
+	// Producing is each design's median highest rate whose producer still
+	// created the asked orders (the create path's capacity), whatever the lag.
+	Producing     map[string]float64 `json:"highest_rate_created"`
+	ProducingRate float64            `json:"producing_ratio_ours_over_zset,omitempty"`
+	Ladders       []capacityLadder   `json:"ladders"`
+	KeepsUpBy     string             `json:"keeps_up_means"`
+	Invariants    string             `json:"invariants"`
 }
 
-// runCapacity runs the steady workload at each of --capacity-rates in
-// ascending order for --capacity-duration, ordertimeout's step then the
-// ZSet baseline's at each rate. It reports each design's highest rate that
-// kept up (below its first rate that did not) and, climbing on while a
-// design's producer still creates the asked orders, the highest rate whose
-// orders were all created.
+// capacityLadder is one climb of both designs up the rates.
+type capacityLadder struct {
+	Run           int               `json:"run"`
+	Highest       map[string]int    `json:"highest_rate_kept_up"`
+	Ratio         *float64          `json:"ratio_ours_over_zset,omitempty"` // nil: the baseline kept up at no rate
+	Producing     map[string]int    `json:"highest_rate_created"`
+	ProducingRate *float64          `json:"producing_ratio_ours_over_zset,omitempty"`
+	Why           map[string]string `json:"stopped_because"`
+	steps         map[string][]steadyResult
+}
+
+var designNames = map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}
+
+// runCapacity climbs the rates --capacity-runs times and reports the
+// medians: one ladder's verdict flips with the machine's speed of the
+// minute (500 or 750/s on the 2-core machine, from one ladder to the next).
 func (b *bench) runCapacity(ctx context.Context) error {
 	bin, err := b.sidecarBinary(ctx)
 	if err != nil {
@@ -40,9 +60,9 @@ func (b *bench) runCapacity(ctx context.Context) error {
 		Scenario:   "capacity",
 		Rates:      cfg.capacityRates,
 		DurationS:  cfg.capacityDuration.Seconds(),
-		Highest:    map[string]int{},
-		Producing:  map[string]int{},
-		Why:        map[string]string{},
+		Runs:       cfg.capacityRuns,
+		Highest:    map[string]float64{},
+		Producing:  map[string]float64{},
 		Invariants: "ok",
 		KeepsUpBy: fmt.Sprintf("created >= %.0f%% of rate*duration, cancel lag p99 <= %d ms, no PENDING order past its "+
 			"deadline %s after the producer stops, invariants ok", cfg.capacityCreated*100,
@@ -52,15 +72,107 @@ func (b *bench) runCapacity(ctx context.Context) error {
 	if b.redis != nil {
 		designs = append(designs, "zset")
 	}
+	for run := 1; run <= cfg.capacityRuns; run++ {
+		slog.Info("capacity: ladder", "run", run, "of", cfg.capacityRuns)
+		l, err := b.capacityLadder(ctx, bin, designs, run, &res.Invariants)
+		if err != nil {
+			return err
+		}
+		res.Ladders = append(res.Ladders, l)
+	}
+	res.summarize(designs)
+	b.out.emit(res)
+
+	n := fmt.Sprint(cfg.capacityRuns)
+	label := fmt.Sprintf("capacity, steady at %s orders/s, %s each", joinInts(cfg.capacityRates), cfg.capacityDuration)
+	for _, d := range designs {
+		name := designNames[d]
+		var each, why []string
+		for _, l := range res.Ladders {
+			each = append(each, num(float64(l.Highest[d])))
+			why = append(why, fmt.Sprintf("ladder %d: %s", l.Run, l.Why[d]))
+		}
+		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", num(res.Highest[d]), n, "",
+			"ladders: " + strings.Join(each, ", ") + "; " + strings.Join(why, "; ")})
+		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(res.Producing[d]), n, "", ""})
+		for _, l := range res.Ladders {
+			var cells []string
+			for _, s := range l.steps[d] {
+				cells = append(cells, fmt.Sprintf("%d: %s/s, p99 %.0f ms, %.3f/%.3f CPU s/1k", s.Rate, num(s.CreatedPerS), s.LagMs.P99, s.OwnPer1000, s.CPUPer1000))
+			}
+			b.out.add(row{label, fmt.Sprintf("%s: ladder %d, each step (asked: created/s, lag p99, own/host CPU)", name, l.Run), strings.Join(cells, "; "), "1", "", ""})
+		}
+	}
+	var each []string
+	for _, l := range res.Ladders {
+		if l.Ratio != nil {
+			each = append(each, fmt.Sprintf("%.2f×", *l.Ratio))
+		} else {
+			each = append(each, "undefined")
+		}
+	}
+	switch {
+	case res.Defined > 0:
+		b.out.add(row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmt.Sprintf("%.2f×", res.Ratio), n, "≥ 1.5×",
+			atLeast(res.Ratio, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
+	case len(designs) == 2:
+		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", "undefined: the ZSet baseline kept up at no rate asked in any ladder", n, "≥ 1.5×", ""})
+	}
+	if res.producingDefined > 0 {
+		b.out.add(row{label, "create-path capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmt.Sprintf("%.2f×", res.ProducingRate), n, "", ""})
+	}
+	b.plotCapacity(designs, res.Ladders)
+	return nil
+}
+
+// summarize sets the medians over the ladders: each design's highest rate
+// that kept up and highest rate created, and the ladders' ratios (a ladder
+// whose baseline kept up at no rate has no ratio and is left out of it).
+func (res *capacityResult) summarize(designs []string) {
+	var ratios, producingRatios []float64
+	for _, l := range res.Ladders {
+		if l.Ratio != nil {
+			ratios = append(ratios, *l.Ratio)
+		}
+		if l.ProducingRate != nil {
+			producingRatios = append(producingRatios, *l.ProducingRate)
+		}
+	}
+	for _, d := range designs {
+		var highest, producing []float64
+		for _, l := range res.Ladders {
+			highest = append(highest, float64(l.Highest[d]))
+			producing = append(producing, float64(l.Producing[d]))
+		}
+		res.Highest[d], res.Producing[d] = median(highest), median(producing)
+	}
+	res.Defined, res.producingDefined = len(ratios), len(producingRatios)
+	res.Ratio, res.ProducingRate = round2(median(ratios)), round2(median(producingRatios))
+}
+
+// capacityLadder runs the steady workload at each of --capacity-rates in
+// ascending order for --capacity-duration, ordertimeout's step then the
+// ZSet baseline's at each rate. It finds each design's highest rate that
+// kept up (below its first rate that did not) and, climbing on while a
+// design's producer still creates the asked orders, the highest rate whose
+// orders were all created. A step whose invariants fail sets *invariants.
+func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string, run int, invariants *string) (capacityLadder, error) {
+	cfg := b.cfg
+	l := capacityLadder{
+		Run:       run,
+		Highest:   map[string]int{},
+		Producing: map[string]int{},
+		Why:       map[string]string{},
+		steps:     map[string][]steadyResult{},
+	}
 	// A design keeps climbing while its producer keeps up (created ≥
 	// --capacity-created), so that the create path's capacity is measured
 	// too; its "keeps up" rate is the last before its first full failure.
 	alive, producing := map[string]bool{}, map[string]bool{}
 	for _, d := range designs {
 		alive[d], producing[d] = true, true
-		res.Highest[d], res.Producing[d] = 0, 0
+		l.Highest[d], l.Producing[d] = 0, 0
 	}
-	steps := map[string][]steadyResult{}
 	for _, rate := range cfg.capacityRates {
 		for _, d := range designs {
 			if !producing[d] {
@@ -75,15 +187,16 @@ func (b *bench) runCapacity(ctx context.Context) error {
 				step, _, err = b.steadyOnce(ctx, bin, p)
 			}
 			if err != nil {
-				return fmt.Errorf("capacity %s at %d/s: %w", d, rate, err)
+				return l, fmt.Errorf("capacity ladder %d, %s at %d/s: %w", run, d, rate, err)
 			}
+			step.Run = run
 			b.out.emit(step)
-			steps[d] = append(steps[d], step)
+			l.steps[d] = append(l.steps[d], step)
 			if step.Invariants != "ok" {
-				res.Invariants = step.Invariants
+				*invariants = step.Invariants
 			}
 			if float64(step.Created) >= cfg.capacityCreated*float64(step.Asked) {
-				res.Producing[d] = rate
+				l.Producing[d] = rate
 			} else {
 				producing[d] = false
 			}
@@ -91,13 +204,13 @@ func (b *bench) runCapacity(ctx context.Context) error {
 			switch {
 			case why != "" && alive[d]:
 				alive[d] = false
-				res.Why[d] = fmt.Sprintf("at %d/s: %s", rate, why)
-				slog.Info("capacity: falls behind", "design", d, "rate", rate, "why", why)
+				l.Why[d] = fmt.Sprintf("at %d/s: %s", rate, why)
+				slog.Info("capacity: falls behind", "ladder", run, "design", d, "rate", rate, "why", why)
 			case why == "" && alive[d]:
-				res.Highest[d] = rate
-				slog.Info("capacity: keeps up", "design", d, "rate", rate)
+				l.Highest[d] = rate
+				slog.Info("capacity: keeps up", "ladder", run, "design", d, "rate", rate)
 			default:
-				slog.Info("capacity: producer step", "design", d, "rate", rate, "why", why)
+				slog.Info("capacity: producer step", "ladder", run, "design", d, "rate", rate, "why", why)
 			}
 		}
 		if !producing["ordertimeout"] && !producing["zset"] {
@@ -106,52 +219,43 @@ func (b *bench) runCapacity(ctx context.Context) error {
 	}
 	for _, d := range designs {
 		if alive[d] {
-			res.Why[d] = "kept up at every rate asked (raise --capacity-rates)"
+			l.Why[d] = "kept up at every rate asked (raise --capacity-rates)"
 		}
 	}
-	if z := res.Highest["zset"]; z > 0 {
-		res.Ratio = round2(float64(res.Highest["ordertimeout"]) / float64(z))
+	if z := l.Highest["zset"]; z > 0 {
+		r := round2(float64(l.Highest["ordertimeout"]) / float64(z))
+		l.Ratio = &r
 	}
-	if z := res.Producing["zset"]; z > 0 {
-		res.ProducingRate = round2(float64(res.Producing["ordertimeout"]) / float64(z))
+	if z := l.Producing["zset"]; z > 0 {
+		r := round2(float64(l.Producing["ordertimeout"]) / float64(z))
+		l.ProducingRate = &r
 	}
-	b.out.emit(res)
+	return l, nil
+}
 
-	label := fmt.Sprintf("capacity, steady at %s orders/s, %s each", joinInts(cfg.capacityRates), cfg.capacityDuration)
-	for _, d := range designs {
-		name := map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d]
-		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", num(float64(res.Highest[d])), "1", "", res.Why[d]})
-		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(float64(res.Producing[d])), "1", "", ""})
-		var cells []string
-		for _, s := range steps[d] {
-			cells = append(cells, fmt.Sprintf("%d: %s/s, p99 %.0f ms, %.3f/%.3f CPU s/1k", s.Rate, num(s.CreatedPerS), s.LagMs.P99, s.OwnPer1000, s.CPUPer1000))
-		}
-		b.out.add(row{label, name + ": each step (asked: created/s, lag p99, own/host CPU)", strings.Join(cells, "; "), "1", "", ""})
-	}
-	switch {
-	case res.Ratio > 0:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", fmt.Sprintf("%.2f×", res.Ratio), "1", "≥ 1.5×", atLeast(res.Ratio, 1.5)})
-	case len(designs) == 2:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", "undefined: the ZSet baseline kept up at no rate asked", "1", "≥ 1.5×", ""})
-	}
-	if res.ProducingRate > 0 {
-		b.out.add(row{label, "create-path capacity ratio ordertimeout / ZSet", fmt.Sprintf("%.2f×", res.ProducingRate), "1", "", ""})
-	}
-
+// plotCapacity writes capacity.svg: lag p99 and achieved rate against the
+// asked rate, each design's ladders as their own lines.
+func (b *bench) plotCapacity(designs []string, ladders []capacityLadder) {
+	cfg := b.cfg
 	var lag, achieved []series
 	achieved = append(achieved, series{name: "asked", markers: true})
 	for _, r := range cfg.capacityRates {
 		achieved[0].points = append(achieved[0].points, point{float64(r), float64(r)})
 	}
 	for _, d := range designs {
-		name := map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d]
-		l := series{name: name + ": cancel lag p99", markers: true}
-		a := series{name: name + ": created/s achieved", markers: true}
-		for _, s := range steps[d] {
-			l.points = append(l.points, point{float64(s.Rate), s.LagMs.P99})
-			a.points = append(a.points, point{float64(s.Rate), s.CreatedPerS})
+		for _, ld := range ladders {
+			name := designNames[d]
+			if len(ladders) > 1 {
+				name = fmt.Sprintf("%s, ladder %d", name, ld.Run)
+			}
+			l := series{name: name + ": cancel lag p99", markers: true}
+			a := series{name: name + ": created/s achieved", markers: true}
+			for _, s := range ld.steps[d] {
+				l.points = append(l.points, point{float64(s.Rate), s.LagMs.P99})
+				a.points = append(a.points, point{float64(s.Rate), s.CreatedPerS})
+			}
+			lag, achieved = append(lag, l), append(achieved, a)
 		}
-		lag, achieved = append(lag, l), append(achieved, a)
 	}
 	b.writeStackedPlot("capacity.svg", []plotConfig{
 		{
@@ -163,7 +267,6 @@ func (b *bench) runCapacity(ctx context.Context) error {
 			xLabel: "asked rate (orders/s)", yLabel: "created/s", series: achieved,
 		},
 	})
-	return nil
 }
 
 // fallsBehind returns why a capacity step did not keep up, "" when it did.

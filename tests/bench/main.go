@@ -89,6 +89,7 @@ type config struct {
 	redisServer   string
 
 	capacityRates    []int
+	capacityRuns     int
 	capacityDuration time.Duration
 	capacityLagP99   time.Duration
 	capacityCreated  float64
@@ -152,6 +153,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.zsetPoll, "zset-poll", 100*time.Millisecond, "ZSet baseline: a scanner's sleep when nothing is due")
 	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "ZSet baseline: the redis-server binary, started on a free port of 127.0.0.1 with persistence off (tests/bin/ensure-redis installs it)")
 	capacityRates := fs.String("capacity-rates", "500,750,1000,1250,1500,2000,2500,3000", "capacity: the rising rates (orders/s) of the steady workload, from one this 2-core machine keeps up with; a design stops at its first rate it cannot keep up with")
+	fs.IntVar(&cfg.capacityRuns, "capacity-runs", 3, "capacity: ladders, each climbing the rates with both designs; the summary shows each design's median highest rate and the median of the ladders' ratios")
 	fs.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "capacity: how long the producer runs at each rate")
 	fs.DurationVar(&cfg.capacityLagP99, "capacity-lag-p99", 100*time.Millisecond, "capacity: keeps up only with a cancel lag p99 at most this")
 	fs.Float64Var(&cfg.capacityCreated, "capacity-created", 0.97, "capacity: keeps up only when at least this fraction of the asked orders was created")
@@ -184,6 +186,7 @@ func parseFlags(args []string) (*config, error) {
 			"steady-runs":            "1",
 			"race-orders":            "300",
 			"capacity-rates":         "200",
+			"capacity-runs":          "1",
 			"capacity-duration":      "3s",
 			"capacity-overdue-after": "4s",
 		}
@@ -227,6 +230,8 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("client, connection and worker counts must be at least 1")
 	case cfg.zsetInstances < 1 || cfg.zsetBatch < 1 || cfg.zsetPoll <= 0:
 		return nil, errors.New("--zset-instances and --zset-batch must be at least 1, --zset-poll more than 0")
+	case cfg.capacityRuns < 1:
+		return nil, errors.New("--capacity-runs must be at least 1")
 	case cfg.capacityDuration <= 0 || cfg.capacityCreated <= 0 || cfg.capacityCreated > 1:
 		return nil, errors.New("--capacity-duration must be more than 0 and --capacity-created in (0, 1]")
 	case cfg.steadyRate < 1 || cfg.steadyPaid < 0 || cfg.steadyPaid > 1:
