@@ -22,15 +22,16 @@ type capacityResult struct {
 	Ratio   float64            `json:"ratio_ours_over_zset"`
 	// Defined counts the ladders that have a ratio (the baseline kept up
 	// at some rate); 0 leaves Ratio undefined.
-	Defined          int `json:"ladders_with_ratio"`
-	producingDefined int
+	Defined int `json:"ladders_with_ratio"`
 	// Producing is each design's median highest rate whose producer still
 	// created the asked orders (the create path's capacity), whatever the lag.
 	Producing     map[string]float64 `json:"highest_rate_created"`
 	ProducingRate float64            `json:"producing_ratio_ours_over_zset,omitempty"`
-	Ladders       []capacityLadder   `json:"ladders"`
-	KeepsUpBy     string             `json:"keeps_up_means"`
-	Invariants    string             `json:"invariants"`
+	// producingDefined counts the ladders that have a producing ratio.
+	producingDefined int
+	Ladders          []capacityLadder `json:"ladders"`
+	KeepsUpBy        string           `json:"keeps_up_means"`
+	Invariants       string           `json:"invariants"`
 }
 
 // capacityLadder is one climb of both designs up the rates.
