@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -165,29 +166,58 @@ func TestParseFlagsCapacityRuns(t *testing.T) {
 }
 
 // The medians of three ladders: each design's highest rate, and the
-// median of the ladders' own ratios; a ladder whose baseline kept up at no
-// rate has no ratio, while one where ordertimeout kept up at none has 0.
+// median of the ladders' own ratios. A ladder where only ordertimeout kept
+// up at some rate counts as unbounded, one where only the baseline did as
+// 0, one where neither did not at all.
 func TestCapacitySummarize(t *testing.T) {
 	t.Parallel()
-	ratio := func(v float64) *float64 { return &v }
-	res := capacityResult{Highest: map[string]float64{}, Producing: map[string]float64{}, Ladders: []capacityLadder{
-		{Run: 1, Highest: map[string]int{"ordertimeout": 750, "zset": 500}, Ratio: ratio(1.5),
-			Producing: map[string]int{"ordertimeout": 750, "zset": 1000}, ProducingRate: ratio(0.75)},
-		{Run: 2, Highest: map[string]int{"ordertimeout": 500, "zset": 500}, Ratio: ratio(1),
-			Producing: map[string]int{"ordertimeout": 750, "zset": 750}, ProducingRate: ratio(1)},
-		{Run: 3, Highest: map[string]int{"ordertimeout": 0, "zset": 750}, Ratio: ratio(0),
-			Producing: map[string]int{"ordertimeout": 500, "zset": 750}, ProducingRate: ratio(0.67)},
-	}}
-	res.summarize([]string{"ordertimeout", "zset"})
+	designs := []string{"ordertimeout", "zset"}
+	ladder := func(ours, zset, oursMade, zsetMade int) capacityLadder {
+		return capacityLadder{
+			Highest:   map[string]int{"ordertimeout": ours, "zset": zset},
+			Producing: map[string]int{"ordertimeout": oursMade, "zset": zsetMade},
+		}
+	}
+	summarize := func(ladders ...capacityLadder) capacityResult {
+		res := capacityResult{Highest: map[string]float64{}, Producing: map[string]float64{}, Ladders: ladders}
+		res.summarize(designs)
+		return res
+	}
+
+	res := summarize(ladder(750, 500, 750, 1000), ladder(500, 500, 750, 750), ladder(0, 750, 500, 750))
 	require.Equal(t, 500.0, res.Highest["ordertimeout"])
 	require.Equal(t, 500.0, res.Highest["zset"])
-	require.Equal(t, 1.0, res.Ratio, "the median of 1.5, 1 and 0")
+	require.NotNil(t, res.Ratio)
+	require.Equal(t, 1.0, *res.Ratio, "the median of 1.5, 1 and 0")
+	require.False(t, res.RatioUnbounded)
 	require.Equal(t, 3, res.Defined)
-	require.Equal(t, 0.75, res.ProducingRate)
+	require.NotNil(t, res.ProducingRate)
+	require.Equal(t, 0.75, *res.ProducingRate, "the median of 0.75, 1 and 0.67")
 
-	res.Ladders[2].Ratio = nil
-	res.Ladders[2].Highest["zset"] = 0
-	res.summarize([]string{"ordertimeout", "zset"})
-	require.Equal(t, 2, res.Defined, "a ladder without a baseline rate has no ratio")
-	require.Equal(t, 1.25, res.Ratio, "the median of 1.5 and 1")
+	// The baseline kept up at no rate in two ladders of three.
+	res = summarize(ladder(750, 500, 500, 750), ladder(500, 0, 500, 750), ladder(500, 0, 500, 750))
+	require.Nil(t, res.Ratio)
+	require.True(t, res.RatioUnbounded, "the median of 1.5 and two unbounded ladders")
+	require.Equal(t, "met", atLeast(res.ratio, 1.5))
+	require.Equal(t, "unbounded", fmtRatio(res.ratio))
+	require.Equal(t, 0.0, res.Highest["zset"])
+	line, err := json.Marshal(res)
+	require.NoError(t, err, "an unbounded ratio is no float in JSON")
+	require.Contains(t, string(line), `"ratio_ours_over_zset":null,"ratio_unbounded":true`)
+
+	// One unbounded ladder of three, and one where neither kept up.
+	res = summarize(ladder(750, 500, 750, 750), ladder(500, 500, 750, 750), ladder(500, 0, 750, 750))
+	require.Equal(t, 1.5, *res.Ratio, "the median of 1, 1.5 and unbounded")
+	res = summarize(ladder(750, 500, 750, 750), ladder(0, 0, 750, 750))
+	require.Equal(t, 1, res.Defined, "a ladder where neither kept up has no ratio")
+	require.Equal(t, 1.5, *res.Ratio)
+	res = summarize(ladder(0, 0, 0, 0))
+	require.Zero(t, res.Defined)
+	require.Nil(t, res.Ratio)
+	require.False(t, res.RatioUnbounded)
+
+	// Even counts: an unbounded ladder next to a finite one is unbounded,
+	// never NaN.
+	require.True(t, math.IsInf(medianRatio([]float64{1.5, math.Inf(1)}), 1))
+	require.Equal(t, 1.25, medianRatio([]float64{1.5, 1}))
 }

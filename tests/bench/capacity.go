@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"strings"
 )
 
@@ -17,18 +19,22 @@ type capacityResult struct {
 	// Highest is each design's median over the ladders of its highest rate
 	// that kept up; Ratio the median of the ladders' ratios (each ladder
 	// runs both designs at each rate one after the other, so its ratio
-	// compares them in the same minutes).
-	Highest map[string]float64 `json:"highest_rate_kept_up"`
-	Ratio   float64            `json:"ratio_ours_over_zset"`
-	// Defined counts the ladders that have a ratio (the baseline kept up
-	// at some rate); 0 leaves Ratio undefined.
-	Defined int `json:"ladders_with_ratio"`
+	// compares them in the same minutes). A ladder in which only
+	// ordertimeout kept up at some rate counts as unbounded; one in which
+	// neither did has no ratio. Ratio is null when the median is unbounded
+	// (RatioUnbounded) or no ladder has a ratio (Defined 0).
+	Highest        map[string]float64 `json:"highest_rate_kept_up"`
+	Ratio          *float64           `json:"ratio_ours_over_zset"`
+	RatioUnbounded bool               `json:"ratio_unbounded,omitempty"`
+	Defined        int                `json:"ladders_with_ratio"`
+	ratio          float64
 	// Producing is each design's median highest rate whose producer still
 	// created the asked orders (the create path's capacity), whatever the lag.
 	Producing     map[string]float64 `json:"highest_rate_created"`
-	ProducingRate float64            `json:"producing_ratio_ours_over_zset,omitempty"`
+	ProducingRate *float64           `json:"producing_ratio_ours_over_zset"`
 	// producingDefined counts the ladders that have a producing ratio.
 	producingDefined int
+	producingRatio   float64
 	Ladders          []capacityLadder `json:"ladders"`
 	KeepsUpBy        string           `json:"keeps_up_means"`
 	Invariants       string           `json:"invariants"`
@@ -36,13 +42,60 @@ type capacityResult struct {
 
 // capacityLadder is one climb of both designs up the rates.
 type capacityLadder struct {
-	Run           int               `json:"run"`
-	Highest       map[string]int    `json:"highest_rate_kept_up"`
-	Ratio         *float64          `json:"ratio_ours_over_zset,omitempty"` // nil: the baseline kept up at no rate
-	Producing     map[string]int    `json:"highest_rate_created"`
-	ProducingRate *float64          `json:"producing_ratio_ours_over_zset,omitempty"`
-	Why           map[string]string `json:"stopped_because"`
-	steps         map[string][]steadyResult
+	Run     int            `json:"run"`
+	Highest map[string]int `json:"highest_rate_kept_up"`
+	// Ratio is ordertimeout's highest rate over the baseline's: null when
+	// the baseline kept up at no rate (RatioUnbounded when ordertimeout
+	// did).
+	Ratio          *float64          `json:"ratio_ours_over_zset"`
+	RatioUnbounded bool              `json:"ratio_unbounded,omitempty"`
+	Producing      map[string]int    `json:"highest_rate_created"`
+	ProducingRate  *float64          `json:"producing_ratio_ours_over_zset"`
+	Why            map[string]string `json:"stopped_because"`
+	steps          map[string][]steadyResult
+}
+
+// rateRatio is ordertimeout's rate over the baseline's: +Inf when only
+// ordertimeout has one, ok false when neither has.
+func rateRatio(ours, zset int) (ratio float64, ok bool) {
+	switch {
+	case zset > 0:
+		return round2(float64(ours) / float64(zset)), true
+	case ours > 0:
+		return math.Inf(1), true
+	default:
+		return 0, false
+	}
+}
+
+// finite is r for JSON: nil when r is infinite.
+func finite(r float64) *float64 {
+	if math.IsInf(r, 0) {
+		return nil
+	}
+	return &r
+}
+
+// fmtRatio formats a ratio for the summary.
+func fmtRatio(r float64) string {
+	if math.IsInf(r, 1) {
+		return "unbounded"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+// medianRatio is the median of ratios that may be +Inf (median's
+// interpolation would make NaN of two).
+func medianRatio(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 var designNames = map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}
@@ -106,37 +159,38 @@ func (b *bench) runCapacity(ctx context.Context) error {
 	}
 	var each []string
 	for _, l := range res.Ladders {
-		if l.Ratio != nil {
-			each = append(each, fmt.Sprintf("%.2f×", *l.Ratio))
+		if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
+			each = append(each, fmtRatio(r))
 		} else {
 			each = append(each, "undefined")
 		}
 	}
 	switch {
 	case res.Defined > 0:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmt.Sprintf("%.2f×", res.Ratio), n, "≥ 1.5×",
-			atLeast(res.Ratio, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
+		b.out.add(row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios; unbounded: only ordertimeout kept up at some rate)",
+			fmtRatio(res.ratio), n, "≥ 1.5×", atLeast(res.ratio, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
 	case len(designs) == 2:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", "undefined: the ZSet baseline kept up at no rate asked in any ladder", n, "≥ 1.5×", ""})
+		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", "undefined: neither design kept up at any rate asked", n, "≥ 1.5×", ""})
 	}
 	if res.producingDefined > 0 {
-		b.out.add(row{label, "create-path capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmt.Sprintf("%.2f×", res.ProducingRate), n, "", ""})
+		b.out.add(row{label, "create-path capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmtRatio(res.producingRatio), n, "", ""})
 	}
 	b.plotCapacity(designs, res.Ladders)
 	return nil
 }
 
 // summarize sets the medians over the ladders: each design's highest rate
-// that kept up and highest rate created, and the ladders' ratios (a ladder
-// whose baseline kept up at no rate has no ratio and is left out of it).
+// that kept up and highest rate created, and the ladders' ratios (see
+// rateRatio: a ladder where only ordertimeout kept up at some rate counts
+// as unbounded, one where neither did is left out).
 func (res *capacityResult) summarize(designs []string) {
 	var ratios, producingRatios []float64
 	for _, l := range res.Ladders {
-		if l.Ratio != nil {
-			ratios = append(ratios, *l.Ratio)
+		if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
+			ratios = append(ratios, r)
 		}
-		if l.ProducingRate != nil {
-			producingRatios = append(producingRatios, *l.ProducingRate)
+		if r, ok := rateRatio(l.Producing["ordertimeout"], l.Producing["zset"]); ok {
+			producingRatios = append(producingRatios, r)
 		}
 	}
 	for _, d := range designs {
@@ -148,7 +202,15 @@ func (res *capacityResult) summarize(designs []string) {
 		res.Highest[d], res.Producing[d] = median(highest), median(producing)
 	}
 	res.Defined, res.producingDefined = len(ratios), len(producingRatios)
-	res.Ratio, res.ProducingRate = round2(median(ratios)), round2(median(producingRatios))
+	res.ratio, res.producingRatio = medianRatio(ratios), medianRatio(producingRatios)
+	res.Ratio, res.RatioUnbounded = nil, math.IsInf(res.ratio, 1)
+	if res.Defined > 0 {
+		res.Ratio = finite(res.ratio)
+	}
+	res.ProducingRate = nil
+	if res.producingDefined > 0 {
+		res.ProducingRate = finite(res.producingRatio)
+	}
 }
 
 // capacityLadder runs the steady workload at each of --capacity-rates in
@@ -223,13 +285,11 @@ func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string
 			l.Why[d] = "kept up at every rate asked (raise --capacity-rates)"
 		}
 	}
-	if z := l.Highest["zset"]; z > 0 {
-		r := round2(float64(l.Highest["ordertimeout"]) / float64(z))
-		l.Ratio = &r
+	if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
+		l.Ratio, l.RatioUnbounded = finite(r), math.IsInf(r, 1)
 	}
-	if z := l.Producing["zset"]; z > 0 {
-		r := round2(float64(l.Producing["ordertimeout"]) / float64(z))
-		l.ProducingRate = &r
+	if r, ok := rateRatio(l.Producing["ordertimeout"], l.Producing["zset"]); ok {
+		l.ProducingRate = finite(r)
 	}
 	return l, nil
 }
