@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -161,63 +160,108 @@ func TestParseFlagsCapacityRuns(t *testing.T) {
 	cfg, err = parseFlags([]string{"--quick"})
 	require.NoError(t, err)
 	require.Equal(t, 1, cfg.capacityRuns, "one ladder in a smoke check")
-	_, err = parseFlags([]string{"--capacity-runs", "0"})
-	require.ErrorContains(t, err, "--capacity-runs")
+	cfg, err = parseFlags([]string{"--quick", "--capacity-runs", "3"})
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.capacityRuns, "an explicit flag wins over --quick")
+	for _, bad := range []string{"0", "-1"} {
+		_, err = parseFlags([]string{"--capacity-runs", bad})
+		require.ErrorContains(t, err, "--capacity-runs")
+	}
 }
 
-// The medians of three ladders: each design's highest rate, and the
-// median of the ladders' own ratios. A ladder where only ordertimeout kept
-// up at some rate counts as unbounded, one where only the baseline did as
-// 0, one where neither did not at all.
+// A series' own colour wins over the palette's, in the data and the legend.
+func TestSeriesColor(t *testing.T) {
+	t.Parallel()
+	svg := string(renderSVG(plotConfig{title: "c", series: []series{
+		{name: "own", color: "#123456", points: []point{{0, 1}, {1, 2}}},
+		{name: "palette", points: []point{{0, 2}, {1, 1}}},
+	}}))
+	require.Equal(t, 2, strings.Count(svg, "#123456"), "its line and its legend box")
+	require.Equal(t, 2, strings.Count(svg, palette[1]), "the second series keeps the palette's second colour")
+}
+
+// The medians of the ladders: each design's highest rate, and the median of
+// the ladders' own ratios (the lower middle one of an even count). A
+// ladder where only ordertimeout kept up at some rate counts as unbounded,
+// one where only the baseline did as 0, one where neither did not at all.
 func TestCapacitySummarize(t *testing.T) {
 	t.Parallel()
-	designs := []string{"ordertimeout", "zset"}
+	both := []string{"ordertimeout", "zset"}
 	ladder := func(ours, zset, oursMade, zsetMade int) capacityLadder {
 		return capacityLadder{
 			Highest:   map[string]int{"ordertimeout": ours, "zset": zset},
 			Producing: map[string]int{"ordertimeout": oursMade, "zset": zsetMade},
 		}
 	}
-	summarize := func(ladders ...capacityLadder) capacityResult {
-		res := capacityResult{Highest: map[string]float64{}, Producing: map[string]float64{}, Ladders: ladders}
+	summarize := func(designs []string, ladders ...capacityLadder) capacityResult {
+		res := capacityResult{Highest: map[string]int{}, Producing: map[string]int{}, Ladders: ladders}
 		res.summarize(designs)
 		return res
 	}
+	value := func(t *testing.T, r ratioMedian) float64 {
+		t.Helper()
+		require.NotNil(t, r.Value)
+		return *r.Value
+	}
 
-	res := summarize(ladder(750, 500, 750, 1000), ladder(500, 500, 750, 750), ladder(0, 750, 500, 750))
-	require.Equal(t, 500.0, res.Highest["ordertimeout"])
-	require.Equal(t, 500.0, res.Highest["zset"])
-	require.NotNil(t, res.Ratio)
-	require.Equal(t, 1.0, *res.Ratio, "the median of 1.5, 1 and 0")
-	require.False(t, res.RatioUnbounded)
-	require.Equal(t, 3, res.Defined)
-	require.NotNil(t, res.ProducingRate)
-	require.Equal(t, 0.75, *res.ProducingRate, "the median of 0.75, 1 and 0.67")
+	res := summarize(both, ladder(750, 500, 750, 1000), ladder(500, 500, 750, 750), ladder(0, 750, 500, 750))
+	require.Equal(t, 500, res.Highest["ordertimeout"])
+	require.Equal(t, 500, res.Highest["zset"])
+	require.Equal(t, 1.0, value(t, res.Ratio), "the median of 1.5, 1 and 0")
+	require.False(t, res.Ratio.Unbounded)
+	require.Equal(t, 3, res.Ratio.Ladders)
+	require.Equal(t, 0.75, value(t, res.ProducingRatio), "the median of 0.75, 1 and 0.67")
+	require.Equal(t, "0.00×", res.Ladders[2].Ratio.String(), "only the baseline kept up: 0")
+	rows := res.ratioRows("capacity", "3")
+	require.Len(t, rows, 2)
+	require.Equal(t, "1.00×", rows[0].Value)
+	require.Equal(t, "missed (ladders: 1.50×, 1.00×, 0.00×)", rows[0].Verdict)
 
 	// The baseline kept up at no rate in two ladders of three.
-	res = summarize(ladder(750, 500, 500, 750), ladder(500, 0, 500, 750), ladder(500, 0, 500, 750))
-	require.Nil(t, res.Ratio)
-	require.True(t, res.RatioUnbounded, "the median of 1.5 and two unbounded ladders")
-	require.Equal(t, "met", atLeast(res.ratio, 1.5))
-	require.Equal(t, "unbounded", fmtRatio(res.ratio))
-	require.Equal(t, 0.0, res.Highest["zset"])
+	res = summarize(both, ladder(750, 500, 500, 750), ladder(500, 0, 500, 750), ladder(500, 0, 500, 750))
+	require.Nil(t, res.Ratio.Value)
+	require.True(t, res.Ratio.Unbounded, "the median of 1.5 and two unbounded ladders")
+	require.Equal(t, "unbounded", res.Ratio.String())
+	require.Equal(t, 0, res.Highest["zset"])
+	rows = res.ratioRows("capacity", "3")
+	require.Equal(t, "met (ladders: 1.50×, unbounded, unbounded)", rows[0].Verdict)
 	line, err := json.Marshal(res)
 	require.NoError(t, err, "an unbounded ratio is no float in JSON")
-	require.Contains(t, string(line), `"ratio_ours_over_zset":null,"ratio_unbounded":true`)
+	require.Contains(t, string(line), `"ratio_ours_over_zset":{"value":null,"unbounded":true,"ladders_with_ratio":3}`)
+	require.Contains(t, string(line), `"ratio_ours_over_zset":{"value":1.5}`, "each ladder's own ratio")
 
-	// One unbounded ladder of three, and one where neither kept up.
-	res = summarize(ladder(750, 500, 750, 750), ladder(500, 500, 750, 750), ladder(500, 0, 750, 750))
-	require.Equal(t, 1.5, *res.Ratio, "the median of 1, 1.5 and unbounded")
-	res = summarize(ladder(750, 500, 750, 750), ladder(0, 0, 750, 750))
-	require.Equal(t, 1, res.Defined, "a ladder where neither kept up has no ratio")
-	require.Equal(t, 1.5, *res.Ratio)
-	res = summarize(ladder(0, 0, 0, 0))
-	require.Zero(t, res.Defined)
-	require.Nil(t, res.Ratio)
-	require.False(t, res.RatioUnbounded)
+	// An unbounded create-path ratio is told apart from none.
+	res = summarize(both, ladder(500, 500, 500, 0))
+	require.True(t, res.ProducingRatio.Unbounded)
+	require.Equal(t, 1, res.ProducingRatio.Ladders)
 
-	// Even counts: an unbounded ladder next to a finite one is unbounded,
-	// never NaN.
-	require.True(t, math.IsInf(medianRatio([]float64{1.5, math.Inf(1)}), 1))
-	require.Equal(t, 1.25, medianRatio([]float64{1.5, 1}))
+	// A ladder where neither kept up is left out, and the runs say so.
+	res = summarize(both, ladder(750, 500, 750, 750), ladder(0, 0, 750, 750))
+	require.Equal(t, 1, res.Ratio.Ladders)
+	require.Equal(t, 1.5, value(t, res.Ratio))
+	rows = res.ratioRows("capacity", "2")
+	require.Equal(t, "1 of 2", rows[0].Runs)
+	res = summarize(both, ladder(0, 0, 0, 0))
+	require.Zero(t, res.Ratio.Ladders)
+	require.Nil(t, res.Ratio.Value)
+	require.False(t, res.Ratio.Unbounded)
+	rows = res.ratioRows("capacity", "1")
+	require.Len(t, rows, 1)
+	require.Contains(t, rows[0].Value, "undefined")
+
+	// Even counts take the lower middle value: a rate that was asked, a
+	// ratio that was measured; never an unbounded one next to a finite one.
+	res = summarize(both, ladder(750, 500, 750, 750), ladder(500, 0, 500, 750))
+	require.Equal(t, 500, res.Highest["ordertimeout"])
+	require.Equal(t, 1.5, value(t, res.Ratio), "the lower of 1.5 and unbounded")
+	res = summarize(both, ladder(0, 500, 750, 750), ladder(500, 0, 500, 750))
+	require.Equal(t, 0.0, value(t, res.Ratio), "the lower of 0 and unbounded")
+
+	// Without the baseline (no Redis) there is no ratio at all.
+	res = summarize([]string{"ordertimeout"}, capacityLadder{
+		Highest: map[string]int{"ordertimeout": 500}, Producing: map[string]int{"ordertimeout": 500}})
+	require.Equal(t, 500, res.Highest["ordertimeout"])
+	require.False(t, res.Ratio.ok)
+	require.False(t, res.ProducingRatio.ok)
+	require.False(t, res.Ladders[0].Ratio.ok)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,85 +18,99 @@ type capacityResult struct {
 	DurationS float64 `json:"duration_s"`
 	Runs      int     `json:"runs"`
 	// Highest is each design's median over the ladders of its highest rate
-	// that kept up; Ratio the median of the ladders' ratios (each ladder
-	// runs both designs at each rate one after the other, so its ratio
-	// compares them in the same minutes). A ladder in which only
-	// ordertimeout kept up at some rate counts as unbounded; one in which
-	// neither did has no ratio. Ratio is null when the median is unbounded
-	// (RatioUnbounded) or no ladder has a ratio (Defined 0).
-	Highest        map[string]float64 `json:"highest_rate_kept_up"`
-	Ratio          *float64           `json:"ratio_ours_over_zset"`
-	RatioUnbounded bool               `json:"ratio_unbounded,omitempty"`
-	Defined        int                `json:"ladders_with_ratio"`
-	ratio          float64
-	// Producing is each design's median highest rate whose producer still
-	// created the asked orders (the create path's capacity), whatever the lag.
-	Producing     map[string]float64 `json:"highest_rate_created"`
-	ProducingRate *float64           `json:"producing_ratio_ours_over_zset"`
-	// producingDefined counts the ladders that have a producing ratio.
-	producingDefined int
-	producingRatio   float64
-	Ladders          []capacityLadder `json:"ladders"`
-	KeepsUpBy        string           `json:"keeps_up_means"`
-	Invariants       string           `json:"invariants"`
+	// that kept up; Producing its median highest rate whose producer still
+	// created the asked orders (the create path's capacity), whatever the
+	// lag. Medians of an even count take the lower middle value, so that
+	// they are rates that were asked.
+	Highest   map[string]int `json:"highest_rate_kept_up"`
+	Producing map[string]int `json:"highest_rate_created"`
+	// Ratio and ProducingRatio are the medians of the ladders' own ratios
+	// (each ladder runs both designs at each rate one after the other, so
+	// its ratio compares them in the same minutes); see ladderRatio. Only
+	// when the baseline ran.
+	Ratio          ratioMedian      `json:"ratio_ours_over_zset"`
+	ProducingRatio ratioMedian      `json:"producing_ratio_ours_over_zset"`
+	Ladders        []capacityLadder `json:"ladders"`
+	KeepsUpBy      string           `json:"keeps_up_means"`
+	Invariants     string           `json:"invariants"`
 }
 
 // capacityLadder is one climb of both designs up the rates.
 type capacityLadder struct {
-	Run     int            `json:"run"`
-	Highest map[string]int `json:"highest_rate_kept_up"`
-	// Ratio is ordertimeout's highest rate over the baseline's: null when
-	// the baseline kept up at no rate (RatioUnbounded when ordertimeout
-	// did).
-	Ratio          *float64          `json:"ratio_ours_over_zset"`
-	RatioUnbounded bool              `json:"ratio_unbounded,omitempty"`
+	Run            int               `json:"run"`
+	Highest        map[string]int    `json:"highest_rate_kept_up"`
 	Producing      map[string]int    `json:"highest_rate_created"`
-	ProducingRate  *float64          `json:"producing_ratio_ours_over_zset"`
+	Ratio          ladderRatio       `json:"ratio_ours_over_zset"`
+	ProducingRatio ladderRatio       `json:"producing_ratio_ours_over_zset"`
 	Why            map[string]string `json:"stopped_because"`
 	steps          map[string][]steadyResult
 }
 
-// rateRatio is ordertimeout's rate over the baseline's: +Inf when only
-// ordertimeout has one, ok false when neither has.
-func rateRatio(ours, zset int) (ratio float64, ok bool) {
+// ladderRatio is ordertimeout's highest rate over the baseline's in one
+// ladder. A ladder where only ordertimeout kept up at some rate is
+// unbounded (ordertimeout won it); one where neither did has no ratio.
+// Value is null in JSON in both cases.
+type ladderRatio struct {
+	Value     *float64 `json:"value"`
+	Unbounded bool     `json:"unbounded,omitempty"`
+	r         float64  // +Inf when unbounded
+	ok        bool     // false: no ratio
+}
+
+func newLadderRatio(ours, zset int) ladderRatio {
 	switch {
 	case zset > 0:
-		return round2(float64(ours) / float64(zset)), true
+		r := round2(float64(ours) / float64(zset))
+		return ladderRatio{Value: &r, r: r, ok: true}
 	case ours > 0:
-		return math.Inf(1), true
+		return ladderRatio{Unbounded: true, r: math.Inf(1), ok: true}
 	default:
-		return 0, false
+		return ladderRatio{}
 	}
 }
 
-// finite is r for JSON: nil when r is infinite.
-func finite(r float64) *float64 {
-	if math.IsInf(r, 0) {
-		return nil
-	}
-	return &r
-}
-
-// fmtRatio formats a ratio for the summary.
-func fmtRatio(r float64) string {
-	if math.IsInf(r, 1) {
+// String is the ratio for the summary.
+func (l ladderRatio) String() string {
+	switch {
+	case !l.ok:
+		return "undefined"
+	case l.Unbounded:
 		return "unbounded"
+	default:
+		return fmt.Sprintf("%.2f×", l.r)
 	}
-	return fmt.Sprintf("%.2f×", r)
 }
 
-// medianRatio is the median of ratios that may be +Inf (median's
-// interpolation would make NaN of two).
-func medianRatio(xs []float64) float64 {
+// ratioMedian is the median of the ladders' ratios (the lower middle one of
+// an even count): Value null when it is unbounded or no ladder has a ratio.
+type ratioMedian struct {
+	ladderRatio
+	Ladders int `json:"ladders_with_ratio"`
+}
+
+func medianOfRatios(ls []ladderRatio) ratioMedian {
+	var defined []ladderRatio
+	for _, l := range ls {
+		if l.ok {
+			defined = append(defined, l)
+		}
+	}
+	if len(defined) == 0 {
+		return ratioMedian{}
+	}
+	slices.SortFunc(defined, func(a, b ladderRatio) int { return cmp.Compare(a.r, b.r) })
+	return ratioMedian{ladderRatio: defined[(len(defined)-1)/2], Ladders: len(defined)}
+}
+
+// lowerMedian is the median of xs, the lower middle value of an even count
+// (0 for none).
+func lowerMedian(xs []int) int {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return s[(len(s)-1)/2]
 }
 
 var designNames = map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}
@@ -115,8 +130,8 @@ func (b *bench) runCapacity(ctx context.Context) error {
 		Rates:      cfg.capacityRates,
 		DurationS:  cfg.capacityDuration.Seconds(),
 		Runs:       cfg.capacityRuns,
-		Highest:    map[string]float64{},
-		Producing:  map[string]float64{},
+		Highest:    map[string]int{},
+		Producing:  map[string]int{},
 		Invariants: "ok",
 		KeepsUpBy: fmt.Sprintf("created >= %.0f%% of rate*duration, cancel lag p99 <= %d ms, no PENDING order past its "+
 			"deadline %s after the producer stops, invariants ok", cfg.capacityCreated*100,
@@ -146,9 +161,9 @@ func (b *bench) runCapacity(ctx context.Context) error {
 			each = append(each, num(float64(l.Highest[d])))
 			why = append(why, fmt.Sprintf("ladder %d: %s", l.Run, l.Why[d]))
 		}
-		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", num(res.Highest[d]), n, "",
+		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", num(float64(res.Highest[d])), n, "",
 			"ladders: " + strings.Join(each, ", ") + "; " + strings.Join(why, "; ")})
-		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(res.Producing[d]), n, "", ""})
+		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(float64(res.Producing[d])), n, "", ""})
 		for _, l := range res.Ladders {
 			var cells []string
 			for _, s := range l.steps[d] {
@@ -157,60 +172,66 @@ func (b *bench) runCapacity(ctx context.Context) error {
 			b.out.add(row{label, fmt.Sprintf("%s: ladder %d, each step (asked: created/s, lag p99, own/host CPU)", name, l.Run), strings.Join(cells, "; "), "1", "", ""})
 		}
 	}
-	var each []string
-	for _, l := range res.Ladders {
-		if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
-			each = append(each, fmtRatio(r))
-		} else {
-			each = append(each, "undefined")
+	if slices.Contains(designs, "zset") {
+		for _, r := range res.ratioRows(label, n) {
+			b.out.add(r)
 		}
-	}
-	switch {
-	case res.Defined > 0:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios; unbounded: only ordertimeout kept up at some rate)",
-			fmtRatio(res.ratio), n, "≥ 1.5×", atLeast(res.ratio, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
-	case len(designs) == 2:
-		b.out.add(row{label, "capacity ratio ordertimeout / ZSet", "undefined: neither design kept up at any rate asked", n, "≥ 1.5×", ""})
-	}
-	if res.producingDefined > 0 {
-		b.out.add(row{label, "create-path capacity ratio ordertimeout / ZSet (median of the ladders' ratios)", fmtRatio(res.producingRatio), n, "", ""})
 	}
 	b.plotCapacity(designs, res.Ladders)
 	return nil
 }
 
 // summarize sets the medians over the ladders: each design's highest rate
-// that kept up and highest rate created, and the ladders' ratios (see
-// rateRatio: a ladder where only ordertimeout kept up at some rate counts
-// as unbounded, one where neither did is left out).
+// that kept up and highest rate created and, when the baseline ran, each
+// ladder's ratios and their medians.
 func (res *capacityResult) summarize(designs []string) {
-	var ratios, producingRatios []float64
-	for _, l := range res.Ladders {
-		if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
-			ratios = append(ratios, r)
-		}
-		if r, ok := rateRatio(l.Producing["ordertimeout"], l.Producing["zset"]); ok {
-			producingRatios = append(producingRatios, r)
-		}
-	}
 	for _, d := range designs {
-		var highest, producing []float64
+		var highest, producing []int
 		for _, l := range res.Ladders {
-			highest = append(highest, float64(l.Highest[d]))
-			producing = append(producing, float64(l.Producing[d]))
+			highest = append(highest, l.Highest[d])
+			producing = append(producing, l.Producing[d])
 		}
-		res.Highest[d], res.Producing[d] = median(highest), median(producing)
+		res.Highest[d], res.Producing[d] = lowerMedian(highest), lowerMedian(producing)
 	}
-	res.Defined, res.producingDefined = len(ratios), len(producingRatios)
-	res.ratio, res.producingRatio = medianRatio(ratios), medianRatio(producingRatios)
-	res.Ratio, res.RatioUnbounded = nil, math.IsInf(res.ratio, 1)
-	if res.Defined > 0 {
-		res.Ratio = finite(res.ratio)
+	res.Ratio, res.ProducingRatio = ratioMedian{}, ratioMedian{}
+	if !slices.Contains(designs, "zset") {
+		return
 	}
-	res.ProducingRate = nil
-	if res.producingDefined > 0 {
-		res.ProducingRate = finite(res.producingRatio)
+	var ratios, producing []ladderRatio
+	for i := range res.Ladders {
+		l := &res.Ladders[i]
+		l.Ratio = newLadderRatio(l.Highest["ordertimeout"], l.Highest["zset"])
+		l.ProducingRatio = newLadderRatio(l.Producing["ordertimeout"], l.Producing["zset"])
+		ratios, producing = append(ratios, l.Ratio), append(producing, l.ProducingRatio)
 	}
+	res.Ratio, res.ProducingRatio = medianOfRatios(ratios), medianOfRatios(producing)
+}
+
+// ratioRows are the summary's rows of the two ratios; n is the number of
+// ladders.
+func (res *capacityResult) ratioRows(label, n string) []row {
+	var each, eachMade []string
+	for _, l := range res.Ladders {
+		each, eachMade = append(each, l.Ratio.String()), append(eachMade, l.ProducingRatio.String())
+	}
+	runs := func(m ratioMedian) string {
+		if m.Ladders == len(res.Ladders) {
+			return n
+		}
+		return fmt.Sprintf("%d of %s", m.Ladders, n)
+	}
+	var rows []row
+	if res.Ratio.ok {
+		rows = append(rows, row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios; unbounded: only ordertimeout kept up at some rate)",
+			res.Ratio.String(), runs(res.Ratio), "≥ 1.5×", atLeast(res.Ratio.r, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
+	} else {
+		rows = append(rows, row{label, "capacity ratio ordertimeout / ZSet", "undefined: neither design kept up at any rate asked", n, "≥ 1.5×", ""})
+	}
+	if res.ProducingRatio.ok {
+		rows = append(rows, row{label, "create-path capacity ratio ordertimeout / ZSet (median of the ladders' ratios)",
+			res.ProducingRatio.String(), runs(res.ProducingRatio), "", "ladders: " + strings.Join(eachMade, ", ")})
+	}
+	return rows
 }
 
 // capacityLadder runs the steady workload at each of --capacity-rates in
@@ -285,13 +306,15 @@ func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string
 			l.Why[d] = "kept up at every rate asked (raise --capacity-rates)"
 		}
 	}
-	if r, ok := rateRatio(l.Highest["ordertimeout"], l.Highest["zset"]); ok {
-		l.Ratio, l.RatioUnbounded = finite(r), math.IsInf(r, 1)
-	}
-	if r, ok := rateRatio(l.Producing["ordertimeout"], l.Producing["zset"]); ok {
-		l.ProducingRate = finite(r)
-	}
 	return l, nil
+}
+
+// ladderColors are the colours of a design's ladders in capacity.svg:
+// shades of one colour per design, so that the ladders of a design group
+// together and keep their colour in both panels.
+var ladderColors = map[string][]string{
+	"ordertimeout": {"#1f77b4", "#6baed6", "#08306b", "#4292c6", "#2171b5"},
+	"zset":         {"#d62728", "#fc9272", "#67000d", "#ef3b2c", "#a50f15"},
 }
 
 // plotCapacity writes capacity.svg: lag p99 and achieved rate against the
@@ -299,18 +322,19 @@ func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string
 func (b *bench) plotCapacity(designs []string, ladders []capacityLadder) {
 	cfg := b.cfg
 	var lag, achieved []series
-	achieved = append(achieved, series{name: "asked", markers: true})
+	achieved = append(achieved, series{name: "asked", markers: true, color: "#7f7f7f"})
 	for _, r := range cfg.capacityRates {
 		achieved[0].points = append(achieved[0].points, point{float64(r), float64(r)})
 	}
 	for _, d := range designs {
-		for _, ld := range ladders {
+		for i, ld := range ladders {
 			name := designNames[d]
 			if len(ladders) > 1 {
 				name = fmt.Sprintf("%s, ladder %d", name, ld.Run)
 			}
-			l := series{name: name + ": cancel lag p99", markers: true}
-			a := series{name: name + ": created/s achieved", markers: true}
+			color := ladderColors[d][i%len(ladderColors[d])]
+			l := series{name: name + ": cancel lag p99", markers: true, color: color}
+			a := series{name: name + ": created/s achieved", markers: true, color: color}
 			for _, s := range ld.steps[d] {
 				l.points = append(l.points, point{float64(s.Rate), s.LagMs.P99})
 				a.points = append(a.points, point{float64(s.Rate), s.CreatedPerS})

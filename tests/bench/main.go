@@ -153,7 +153,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.zsetPoll, "zset-poll", 100*time.Millisecond, "ZSet baseline: a scanner's sleep when nothing is due")
 	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "ZSet baseline: the redis-server binary, started on a free port of 127.0.0.1 with persistence off (tests/bin/ensure-redis installs it)")
 	capacityRates := fs.String("capacity-rates", "500,750,1000,1250,1500,2000,2500,3000", "capacity: the rising rates (orders/s) of the steady workload, from one this 2-core machine keeps up with; a design stops at its first rate it cannot keep up with")
-	fs.IntVar(&cfg.capacityRuns, "capacity-runs", 3, "capacity: ladders, each climbing the rates with both designs; the summary shows each design's median highest rate and the median of the ladders' ratios")
+	fs.IntVar(&cfg.capacityRuns, "capacity-runs", 3, "capacity: ladders, each climbing the rates with each design run; the summary shows each design's median highest rate and, with the ZSet baseline, the median of the ladders' ratios")
 	fs.DurationVar(&cfg.capacityDuration, "capacity-duration", 15*time.Second, "capacity: how long the producer runs at each rate")
 	fs.DurationVar(&cfg.capacityLagP99, "capacity-lag-p99", 100*time.Millisecond, "capacity: keeps up only with a cancel lag p99 at most this")
 	fs.Float64Var(&cfg.capacityCreated, "capacity-created", 0.97, "capacity: keeps up only when at least this fraction of the asked orders was created")

@@ -22,6 +22,15 @@ type series struct {
 	dots     bool    // draw each point as a dot (otherwise a line through them)
 	markers  bool    // a line with a marker on each point (visible with one point too)
 	barWidth float64 // when > 0, draw each point as a bar this wide centred on x, from 0 to y
+	color    string  // its colour; empty: the palette's colour of its position
+}
+
+// colorOf is the colour of the i-th series s.
+func colorOf(i int, s series) string {
+	if s.color != "" {
+		return s.color
+	}
+	return palette[i%len(palette)]
 }
 
 // plotConfig is one plot.
@@ -92,7 +101,7 @@ func renderSVG(p plotConfig) []byte {
 
 	// Data.
 	for i, s := range p.series {
-		color := palette[i%len(palette)]
+		color := colorOf(i, s)
 		switch {
 		case s.barWidth > 0:
 			for _, pt := range s.points {
@@ -130,7 +139,7 @@ func renderSVG(p plotConfig) []byte {
 	for i, s := range p.series {
 		y := marginTop + 14 + 18*i
 		x := svgWidth - marginRight - 300
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", x, y-10, palette[i%len(palette)])
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", x, y-10, colorOf(i, s))
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", x+18, y, html.EscapeString(s.name))
 	}
 	b.WriteString("</svg>\n")
