@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -264,4 +265,14 @@ func TestCapacitySummarize(t *testing.T) {
 	require.False(t, res.Ratio.ok)
 	require.False(t, res.ProducingRatio.ok)
 	require.False(t, res.Ladders[0].Ratio.ok)
+}
+
+// The note on the baseline's verdict appears when its sleep is near the
+// lag line, not when the line is far above it.
+func TestPollNote(t *testing.T) {
+	t.Parallel()
+	require.Contains(t, pollNote(100*time.Millisecond, 100*time.Millisecond), "sleep 100ms")
+	require.NotEmpty(t, pollNote(100*time.Millisecond, 149*time.Millisecond))
+	require.Empty(t, pollNote(100*time.Millisecond, 150*time.Millisecond))
+	require.Empty(t, pollNote(100*time.Millisecond, 200*time.Millisecond))
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // capacityResult is the JSON line summing up capacity for both designs:
@@ -176,6 +177,9 @@ func (b *bench) runCapacity(ctx context.Context) error {
 		for _, r := range res.ratioRows(label, n) {
 			b.out.add(r)
 		}
+		if note := pollNote(cfg.zsetPoll, cfg.capacityLagP99); note != "" {
+			b.out.add(row{label, "note on the ZSet baseline's verdict", note, "", "", ""})
+		}
 	}
 	b.plotCapacity(designs, res.Ladders)
 	return nil
@@ -232,6 +236,20 @@ func (res *capacityResult) ratioRows(label, n string) []row {
 			res.ProducingRatio.String(), runs(res.ProducingRatio), "", "ladders: " + strings.Join(eachMade, ", ")})
 	}
 	return rows
+}
+
+// pollNote warns, when the lag line (--capacity-lag-p99) is below 1.5
+// times the ZSet scanners' sleep (--zset-poll), that the baseline's lag p99
+// sits near that sleep whatever the rate (97-129 ms with the defaults, 100
+// ms each, on the 2-core machine), so its verdict is about the sleep rather
+// than its throughput; "" otherwise.
+func pollNote(poll, lagLine time.Duration) string {
+	if 2*lagLine >= 3*poll {
+		return ""
+	}
+	return fmt.Sprintf("its scanners sleep %s when nothing is due, so its lag p99 is about that much at any rate it keeps up with, "+
+		"against a line of %s: its verdict is about the sleep more than its throughput (compare its highest rate created, "+
+		"or raise --capacity-lag-p99)", poll, lagLine)
 }
 
 // capacityLadder runs the steady workload at each of --capacity-rates in
