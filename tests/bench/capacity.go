@@ -45,6 +45,7 @@ type capacityLadder struct {
 	ProducingRatio ladderRatio       `json:"producing_ratio_ours_over_zset"`
 	Why            map[string]string `json:"stopped_because"`
 	steps          map[string][]steadyResult
+	invariants     string // "ok", or what the last step that broke them found
 }
 
 // ladderRatio is ordertimeout's highest rate over the baseline's in one
@@ -103,17 +104,6 @@ func medianOfRatios(ls []ladderRatio) ratioMedian {
 	return ratioMedian{ladderRatio: defined[(len(defined)-1)/2], Ladders: len(defined)}
 }
 
-// lowerMedian is the median of xs, the lower middle value of an even count
-// (0 for none).
-func lowerMedian(xs []int) int {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
 var designNames = map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}
 
 // runCapacity climbs the rates --capacity-runs times and reports the
@@ -144,9 +134,12 @@ func (b *bench) runCapacity(ctx context.Context) error {
 	}
 	for run := 1; run <= cfg.capacityRuns; run++ {
 		slog.Info("capacity: ladder", "run", run, "of", cfg.capacityRuns)
-		l, err := b.capacityLadder(ctx, bin, designs, run, &res.Invariants)
+		l, err := b.capacityLadder(ctx, bin, designs, run)
 		if err != nil {
 			return err
+		}
+		if l.invariants != "ok" {
+			res.Invariants = l.invariants
 		}
 		res.Ladders = append(res.Ladders, l)
 	}
@@ -257,15 +250,16 @@ func pollNote(poll, lagLine time.Duration) string {
 // ZSet baseline's at each rate. It finds each design's highest rate that
 // kept up (below its first rate that did not) and, climbing on while a
 // design's producer still creates the asked orders, the highest rate whose
-// orders were all created. A step whose invariants fail sets *invariants.
-func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string, run int, invariants *string) (capacityLadder, error) {
+// orders were all created.
+func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string, run int) (capacityLadder, error) {
 	cfg := b.cfg
 	l := capacityLadder{
-		Run:       run,
-		Highest:   map[string]int{},
-		Producing: map[string]int{},
-		Why:       map[string]string{},
-		steps:     map[string][]steadyResult{},
+		Run:        run,
+		Highest:    map[string]int{},
+		Producing:  map[string]int{},
+		Why:        map[string]string{},
+		steps:      map[string][]steadyResult{},
+		invariants: "ok",
 	}
 	// A design keeps climbing while its producer keeps up (created ≥
 	// --capacity-created), so that the create path's capacity is measured
@@ -295,7 +289,7 @@ func (b *bench) capacityLadder(ctx context.Context, bin string, designs []string
 			b.out.emit(step)
 			l.steps[d] = append(l.steps[d], step)
 			if step.Invariants != "ok" {
-				*invariants = step.Invariants
+				l.invariants = step.Invariants
 			}
 			if float64(step.Created) >= cfg.capacityCreated*float64(step.Asked) {
 				l.Producing[d] = rate

@@ -102,9 +102,9 @@ func (b *bench) runCreate(ctx context.Context) error {
 		} else {
 			b.out.add(row{label, "ZSet baseline: orders created/s (order transaction + ZADD)", num(res.Median), n, "", ""})
 		}
-		b.out.add(row{label, map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d] +
+		b.out.add(row{label, designNames[d] +
 			": CPU s per 1,000 orders, create alone: own processes / host", fmt.Sprintf("%.3f / %.3f", res.OwnPer1000, res.CPUPer1000), n, "", ""},
-			row{label, map[string]string{"ordertimeout": "ordertimeout", "zset": "ZSet baseline"}[d] +
+			row{label, designNames[d] +
 				": WAL bytes per order (create alone)", num(median(wal)), n, "", ""})
 	}
 	if z := cpu["zset"]; z > 0 {
