@@ -122,7 +122,8 @@ BEGIN
         v_event_id := ordertimeout._log_event(_confirm_payment.order_id, v_status, 'PAID', _confirm_payment.cause, v_now, v_detail,
             webhook => true);
         -- Last, so that the stock rows stay locked only until the commit.
-        PERFORM ordertimeout._consume(_confirm_payment.order_id, v_now);
+        PERFORM ordertimeout._consume(_confirm_payment.order_id, v_now,
+            v_order.coupon_id IS NOT NULL, v_order.points_account IS NOT NULL);
         RETURN 'paid';
     END IF;
 

@@ -118,8 +118,11 @@ END
 $$;
 
 -- A paid order's reservations become sales: reserved stock is sold, the coupon
--- is used, held points are spent.
-CREATE FUNCTION ordertimeout._consume(order_id text, at timestamptz)
+-- is used, held points are spent. coupon and points say whether the order
+-- holds them (its coupon_id and points_account are set exactly when
+-- create_order wrote the holds): an order without them runs no statement on
+-- their tables.
+CREATE FUNCTION ordertimeout._consume(order_id text, at timestamptz, coupon boolean, points boolean)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE
@@ -140,25 +143,29 @@ BEGIN
     WHERE i.order_id = _consume.order_id
       AND s.sku = i.sku;
 
-    UPDATE ordertimeout.coupon_holds AS h
-    SET used_at = _consume.at
-    WHERE h.order_id = _consume.order_id
-      AND h.released_at IS NULL
-      AND h.used_at IS NULL;
-
-    WITH spent AS (
-        UPDATE ordertimeout.points_holds AS h
+    IF _consume.coupon THEN
+        UPDATE ordertimeout.coupon_holds AS h
         SET used_at = _consume.at
         WHERE h.order_id = _consume.order_id
           AND h.released_at IS NULL
-          AND h.used_at IS NULL
-        RETURNING h.account_id, h.points
-    )
-    UPDATE ordertimeout.points_accounts AS a
-    SET balance = a.balance - spent.points,
-        held = a.held - spent.points
-    FROM spent
-    WHERE a.account_id = spent.account_id;
+          AND h.used_at IS NULL;
+    END IF;
+
+    IF _consume.points THEN
+        WITH spent AS (
+            UPDATE ordertimeout.points_holds AS h
+            SET used_at = _consume.at
+            WHERE h.order_id = _consume.order_id
+              AND h.released_at IS NULL
+              AND h.used_at IS NULL
+            RETURNING h.account_id, h.points
+        )
+        UPDATE ordertimeout.points_accounts AS a
+        SET balance = a.balance - spent.points,
+            held = a.held - spent.points
+        FROM spent
+        WHERE a.account_id = spent.account_id;
+    END IF;
 END
 $$;
 
