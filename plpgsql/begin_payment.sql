@@ -33,6 +33,7 @@ DECLARE
     v_grace       interval;
     v_order       ordertimeout.orders;
     v_event_id    bigint;
+    v_state       ordertimeout.order_state;
 BEGIN
     -- Each check helper runs only when its argument fails the quick test
     -- (see plpgsql/checks.sql), and raises the error naming the field.
@@ -106,7 +107,8 @@ BEGIN
         check_job_id = NULL
     WHERE o.order_id = begin_payment.order_id
       AND o.status IN ('PENDING', 'PAYING')
-      AND o.expire_at > v_now;
+      AND o.expire_at > v_now
+    RETURNING o.* INTO v_order;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'order "%" changed while starting the payment', begin_payment.order_id
             USING ERRCODE = 'OT123';
@@ -122,7 +124,36 @@ BEGIN
         jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
                            'gateway_expire_at', v_gw_expire, 'method', v_method));
 
-    RETURN ordertimeout._order_state(begin_payment.order_id, false);
+    -- The order as _order_state would read it back, from the row the UPDATE
+    -- returned: its items are the normalized list create_order stored in
+    -- request (the same objects, in the same sku order, as order_items
+    -- aggregated); only the open conflicts need a look.
+    v_state.order_id := v_order.order_id;
+    v_state.status := v_order.status;
+    v_state.created := false;
+    v_state.created_at := v_order.created_at;
+    v_state.expire_at := v_order.expire_at;
+    v_state.cancel_at := v_order.cancel_at;
+    v_state.paying_until := v_order.paying_until;
+    v_state.paid_at := v_order.paid_at;
+    v_state.cancelled_at := v_order.cancelled_at;
+    v_state.closed_at := v_order.closed_at;
+    v_state.cancel_cause := v_order.cancel_cause;
+    v_state.deadline_version := v_order.deadline_version;
+    v_state.amount := v_order.amount;
+    v_state.currency := v_order.currency;
+    v_state.items := v_order.request -> 'items';
+    v_state.coupon_id := v_order.coupon_id;
+    v_state.points_account := v_order.points_account;
+    v_state.points := v_order.points;
+    v_state.payment_attempted := v_order.payment_attempted;
+    v_state.open_conflicts := (SELECT count(*)::integer
+                                 FROM ordertimeout.conflicts AS c
+                                WHERE c.order_id = begin_payment.order_id
+                                  AND c.resolution IS NULL);
+    v_state.payment_method := v_order.payment_method;
+    v_state.gateway_expire_at := v_order.gateway_expire_at;
+    RETURN v_state;
 END
 $$;
 
