@@ -22,9 +22,19 @@
 #
 # Usage (from the repository root): tests/bench/callgrind-create.sh [BASE]
 #   BASE: the migration version to compare with (default: the last but one).
+# Environment:
+#   CALLGRIND_PATCH  a SQL file run on the head database after its migrations
+#                    (CREATE OR REPLACE FUNCTION ..., ALTER TABLE ...): the
+#                    cost of a change tried by hand, before it becomes a
+#                    migration. The head lines then say "patched".
 # Needs valgrind (apt-get install valgrind) and the migrate CLI (built into
 # .cache/bin by tests/lib/pg.sh's ensure_migrate). Takes about 6 minutes.
 set -euo pipefail
+patch="${CALLGRIND_PATCH:-}"
+if [[ -n $patch ]]; then
+	[[ -r $patch ]] || { echo "callgrind-create.sh: CALLGRIND_PATCH=$patch is not a readable file" >&2; exit 2; }
+	patch="$(realpath "$patch")"
+fi
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
 cd "$ROOT"
@@ -58,6 +68,9 @@ for db in base head; do
 		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" goto "$base"
 	else
 		run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/$db" up
+		if [[ -n $patch ]]; then
+			"${psql[@]}" "$url/$db" -f "$patch" >/dev/null
+		fi
 	fi
 	"${psql[@]}" "$url/$db" -c "SELECT ordertimeout.put_stock(format('sku-%s', lpad(n::text, 3, '0')), 1000000000) FROM generate_series(1, 100) AS n" >/dev/null
 	"${psql[@]}" "$url/$db" -c "$zset_schema"
@@ -116,11 +129,11 @@ for run in "ot base" "ot head" "zset head" "otpay base" "otpay head" "zsetpay he
 	large="$(instructions "$db" "$dir/large.sql")"
 	case "$kind $db" in
 	"ot base") label="create_order, migration $base" ;;
-	"ot head") label="create_order, migration $last" ;;
+	"ot head") label="create_order, migration $last${patch:+, patched}" ;;
 	"zset head") label="ZSet create transaction" ;;
 	"otpay base") label="create + begin + confirm, migration $base" ;;
-	"otpay head") label="create + begin + confirm, migration $last" ;;
+	"otpay head") label="create + begin + confirm, migration $last${patch:+, patched}" ;;
 	*) label="ZSet create + begin + confirm" ;;
 	esac
-	printf '%-44s %9d instructions per order\n' "$label" $(((large - small) / 1000))
+	printf '%-52s %9d instructions per order\n' "$label" $(((large - small) / 1000))
 done
