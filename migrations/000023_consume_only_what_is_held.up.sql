@@ -5,6 +5,7 @@
 --   go run ./sidecar/cmd/genmigration \
 --     -from fb10812 \
 --     -name 000023_consume_only_what_is_held \
+--     -exclude begin_payment \
 --     -comment migrations/hand/000023_consume_only_what_is_held.comment.txt
 -- Edit plpgsql/, sql/ or the hand-written files and generate it again.
 --
@@ -16,7 +17,10 @@
 -- coupon and points (orders.coupon_id and orders.points_account, which
 -- create_order sets in the transaction that writes the holds) and runs those
 -- statements only for an order that has them: _consume takes two new arguments,
--- coupon and points.
+-- coupon and points. Both default to true, the old behaviour, so that a
+-- confirm_payment of the version before, running while this migration commits,
+-- still finds the two-argument call it makes; without the defaults it failed
+-- with 42883 (function does not exist) and rolled back.
 --
 -- Functions replaced: _confirm_payment.
 -- Dropped and created again (parameters, result type or columns changed, or a
@@ -188,7 +192,11 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION ordertimeout._consume(order_id text, at timestamptz, coupon boolean, points boolean)
+CREATE FUNCTION ordertimeout._consume(
+    order_id text,
+    at       timestamptz,
+    coupon   boolean DEFAULT true,
+    points   boolean DEFAULT true)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE

@@ -8,13 +8,17 @@
 --     -comment migrations/hand/000024_return_begun_order_from_its_row.comment.txt
 -- Edit plpgsql/, sql/ or the hand-written files and generate it again.
 --
--- begin_payment returned the order through _order_state, which read back the
--- row it had just updated, aggregated its items from order_items and counted its
--- open conflicts. It now builds the same answer from the row its UPDATE returns
--- (RETURNING), the items from the normalized list create_order stored in
--- request, and counts the open conflicts alone: one query and one function call
--- fewer per payment attempt. pgTAP begin_payment/returns_the_order_as_stored.sql
--- compares the answer with order_info, field by field.
+-- begin_payment returned the order through _order_state, a function call that
+-- read back the row it had just updated, aggregated its items from order_items
+-- and counted its open conflicts. It now builds the same answer from the row its
+-- UPDATE returns (RETURNING), with the items from the normalized list
+-- create_order stored in request, and runs one statement only to count the open
+-- conflicts: a function call, a read of the order row and the aggregation of its
+-- items fewer per payment attempt. The one difference: after a change of the
+-- database's collation, an order created before it lists its items in the sku
+-- order of that day, where order_info sorts them again. pgTAP
+-- begin_payment/returns_the_order_as_stored.sql compares the answer with
+-- order_info, field by field.
 
 CREATE OR REPLACE FUNCTION ordertimeout.begin_payment(
     order_id      text,

@@ -127,7 +127,13 @@ BEGIN
     -- The order as _order_state would read it back, from the row the UPDATE
     -- returned: its items are the normalized list create_order stored in
     -- request (the same objects, in the same sku order, as order_items
-    -- aggregated); only the open conflicts need a look.
+    -- aggregated); only the open conflicts need a look. One difference: the
+    -- list is in sku order by the collation of the day the order was
+    -- created, so after a change of the database's collation (a dump
+    -- restored under another one, a glibc or ICU upgrade) an order created
+    -- before it can list its items here in the old order where order_info
+    -- sorts again; create_order's own answer and its idempotency check
+    -- already hold the order to that stored list.
     v_state.order_id := v_order.order_id;
     v_state.status := v_order.status;
     v_state.created := false;

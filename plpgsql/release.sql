@@ -119,10 +119,20 @@ $$;
 
 -- A paid order's reservations become sales: reserved stock is sold, the coupon
 -- is used, held points are spent. coupon and points say whether the order
--- holds them (its coupon_id and points_account are set exactly when
--- create_order wrote the holds): an order without them runs no statement on
--- their tables.
-CREATE FUNCTION ordertimeout._consume(order_id text, at timestamptz, coupon boolean, points boolean)
+-- holds them: a live hold (neither used nor released) exists only for an
+-- order whose coupon_id or points_account is set, since create_order writes
+-- both in one transaction and nothing changes those columns. (A used coupon
+-- hold outlives its order in purge_orders, and an order created again under
+-- the purged id finds it there: it is used, so no statement below would match
+-- it.) An order without them runs no statement on their tables. A caller
+-- that does not say runs both, as every call did before migration 000023:
+-- so does a confirm_payment of the version before, still running while that
+-- migration commits, instead of failing on a function that is gone.
+CREATE FUNCTION ordertimeout._consume(
+    order_id text,
+    at       timestamptz,
+    coupon   boolean DEFAULT true,
+    points   boolean DEFAULT true)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE

@@ -1,13 +1,14 @@
 -- begin_payment returns the order as order_info reads it back right after:
--- every field (compared as text, the two being of different row types), for an order with amount, currency, coupon, points and a
--- payment method, for a second attempt on a PAYING order, and for an order
--- with an open conflict. begin_payment builds its answer from the row it
--- updated (the items from the normalized request create_order stored), so
--- this is the check that the two stay the same.
+-- every field (compared as text, the two being of different row types), for
+-- an order with amount, currency, coupon, points and a payment method, for a
+-- second attempt on a PAYING order, with an open conflict and with a
+-- resolved one. begin_payment builds its answer from the row it updated (the
+-- items from the normalized request create_order stored), so this is the
+-- check that the two stay the same.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(5);
+SELECT plan(6);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10), ('B', 10), ('C', 10);
 INSERT INTO ordertimeout.points_accounts (account_id, balance) VALUES ('acct', 1000);
@@ -39,6 +40,15 @@ TRUNCATE begun;
 INSERT INTO begun SELECT * FROM ordertimeout.begin_payment('rich', 'p3');
 SELECT is((SELECT (b.open_conflicts, b::text)::text FROM begun AS b), (1, ordertimeout.order_info('rich')::text)::text,
           'with an open conflict: open_conflicts 1, the same as order_info');
+
+-- Resolved, the conflict no longer counts.
+SELECT ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'rich'),
+                                     'manual', 'settled by phone');
+SELECT ordertimeout.fail_payment('rich', 'p3');
+TRUNCATE begun;
+INSERT INTO begun SELECT * FROM ordertimeout.begin_payment('rich', 'p5');
+SELECT is((SELECT (b.open_conflicts, b::text)::text FROM begun AS b), (0, ordertimeout.order_info('rich')::text)::text,
+          'with the conflict resolved: open_conflicts 0, the same as order_info');
 
 TRUNCATE begun;
 INSERT INTO begun SELECT * FROM ordertimeout.begin_payment('plain', 'p4');
