@@ -32,8 +32,8 @@
 set -euo pipefail
 patch="${CALLGRIND_PATCH:-}"
 if [[ -n $patch ]]; then
-	[[ -r $patch ]] || { echo "callgrind-create.sh: CALLGRIND_PATCH=$patch is not a readable file" >&2; exit 2; }
-	patch="$(realpath "$patch")"
+	[[ -f $patch && -r $patch ]] || { echo "callgrind-create.sh: CALLGRIND_PATCH=$patch is not a readable file" >&2; exit 2; }
+	patch="$(realpath -- "$patch")"
 fi
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
