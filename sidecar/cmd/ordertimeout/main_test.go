@@ -369,3 +369,64 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 	require.Equal(t, latest, version())
 }
+
+// A payment confirmed while a deploy runs its migrations is not lost to a
+// function the migration replaced: migration 000023 drops _consume(text,
+// timestamptz) for a version with two more arguments, and a confirm_payment of
+// the version before, already running when the migration commits, calls the
+// old signature after the commit. Its new arguments have defaults (the old
+// behaviour), so that call still pays the order.
+func TestConfirmPaymentAcrossMigration23(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	require.NoError(t, err)
+	latest, err := strconv.Atoi(ups[len(ups)-1][:6])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, latest, 23)
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 22), "--database-url", url}))
+	db.Reset()
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "mid-deploy", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment('mid-deploy', 'p-mid-deploy')")
+
+	// Another session holds the payment row: confirm_payment stops at its
+	// UPDATE of it, after the order's, before it calls _consume.
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, "SELECT 1 FROM ordertimeout.payments WHERE payment_id = 'p-mid-deploy' FOR UPDATE")
+	require.NoError(t, err)
+
+	type answer struct {
+		result string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment('mid-deploy', 'p-mid-deploy')").Scan(&a.result)
+		done <- a
+	}()
+	sidecartest.Eventually(t, 10*time.Second, "confirm_payment waiting for the payment row", func() (bool, error) {
+		var waiting bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE query LIKE '%confirm_payment(''mid-deploy''%' AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return waiting, err
+	})
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.NoError(t, holder.Commit(ctx))
+	select {
+	case a := <-done:
+		require.NoError(t, a.err, "the confirm_payment that ran across the migration")
+		require.Equal(t, "paid", a.result)
+	case <-time.After(30 * time.Second):
+		t.Fatal("confirm_payment did not return within 30 s of the lock's release")
+	}
+	require.Equal(t, "PAID", sidecartest.Status(t, db, "mid-deploy"))
+	require.Equal(t, int64(1), count(t, db, "SELECT sold FROM ordertimeout.stock WHERE sku = 'A'"))
+}
