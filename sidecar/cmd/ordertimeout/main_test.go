@@ -218,6 +218,24 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 
 // migrate down N rolls back exactly N migrations and up brings them back;
 // down --all leaves nothing of ordertimeout or River.
+// migrationVersions returns the latest migration's version and how many of
+// the migrations are ordertimeout's (River's versions are 1 to 8; ours start
+// at 9).
+func migrationVersions(t *testing.T) (latest, ours int) {
+	t.Helper()
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	require.NoError(t, err)
+	for _, name := range ups {
+		v, err := strconv.Atoi(name[:6])
+		require.NoError(t, err, name)
+		latest = max(latest, v)
+		if v >= 9 {
+			ours++
+		}
+	}
+	return latest, ours
+}
+
 func TestMigrateDownAndUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -233,18 +251,7 @@ func TestMigrateDownAndUp(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
 		return v
 	}
-	// River's versions are 1 to 8; ordertimeout's start at 9.
-	ups, err := fs.Glob(migrations.FS, "*.up.sql")
-	require.NoError(t, err)
-	latest, ours := 0, 0
-	for _, name := range ups {
-		v, err := strconv.Atoi(name[:6])
-		require.NoError(t, err, name)
-		latest = max(latest, v)
-		if v >= 9 {
-			ours++
-		}
-	}
+	latest, ours := migrationVersions(t)
 	hasColumn := func(table, column string) bool {
 		var ok bool
 		require.NoError(t, db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
@@ -381,10 +388,7 @@ func TestConfirmPaymentAcrossMigration23(t *testing.T) {
 	ctx := t.Context()
 	db := pgtest.NewPool(t)
 	url := pgtest.URL(t, db)
-	ups, err := fs.Glob(migrations.FS, "*.up.sql")
-	require.NoError(t, err)
-	latest, err := strconv.Atoi(ups[len(ups)-1][:6])
-	require.NoError(t, err)
+	latest, _ := migrationVersions(t)
 	require.GreaterOrEqual(t, latest, 23)
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 22), "--database-url", url}))
