@@ -33,7 +33,6 @@ DECLARE
     v_grace       interval;
     v_order       ordertimeout.orders;
     v_event_id    bigint;
-    v_state       ordertimeout.order_state;
 BEGIN
     -- Each check helper runs only when its argument fails the quick test
     -- (see plpgsql/checks.sql), and raises the error naming the field.
@@ -124,42 +123,22 @@ BEGIN
         jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
                            'gateway_expire_at', v_gw_expire, 'method', v_method));
 
-    -- The order as _order_state would read it back, from the row the UPDATE
-    -- returned: its items are the normalized list create_order stored in
-    -- request (the same objects, in the same sku order, as order_items
-    -- aggregated); only the open conflicts need a look. One difference: the
-    -- list is in sku order by the collation of the day the order was
-    -- created, so after a change of the database's collation (a dump
-    -- restored under another one, a glibc or ICU upgrade) an order created
-    -- before it can list its items here in the old order where order_info
-    -- sorts again; create_order's own answer and its idempotency check
-    -- already hold the order to that stored list.
-    v_state.order_id := v_order.order_id;
-    v_state.status := v_order.status;
-    v_state.created := false;
-    v_state.created_at := v_order.created_at;
-    v_state.expire_at := v_order.expire_at;
-    v_state.cancel_at := v_order.cancel_at;
-    v_state.paying_until := v_order.paying_until;
-    v_state.paid_at := v_order.paid_at;
-    v_state.cancelled_at := v_order.cancelled_at;
-    v_state.closed_at := v_order.closed_at;
-    v_state.cancel_cause := v_order.cancel_cause;
-    v_state.deadline_version := v_order.deadline_version;
-    v_state.amount := v_order.amount;
-    v_state.currency := v_order.currency;
-    v_state.items := v_order.request -> 'items';
-    v_state.coupon_id := v_order.coupon_id;
-    v_state.points_account := v_order.points_account;
-    v_state.points := v_order.points;
-    v_state.payment_attempted := v_order.payment_attempted;
-    v_state.open_conflicts := (SELECT count(*)::integer
-                                 FROM ordertimeout.conflicts AS c
-                                WHERE c.order_id = begin_payment.order_id
-                                  AND c.resolution IS NULL);
-    v_state.payment_method := v_order.payment_method;
-    v_state.gateway_expire_at := v_order.gateway_expire_at;
-    RETURN v_state;
+    -- The answer from the row the UPDATE returned: its items are the
+    -- normalized list create_order stored in request (the same objects, in
+    -- the same sku order, as _order_state aggregates from order_items); only
+    -- the open conflicts need a look. One difference: the list is in sku
+    -- order by the collation of the day the order was created, so after a
+    -- change of the database's collation (a dump restored under another one,
+    -- a glibc or ICU upgrade) an order created before it can list its items
+    -- here in the old order where order_info sorts again; create_order's own
+    -- answer and its idempotency check already hold the order to that stored
+    -- list.
+    RETURN ordertimeout._state_of(
+        v_order, false, v_order.request -> 'items',
+        (SELECT count(*)::integer
+           FROM ordertimeout.conflicts AS c
+          WHERE c.order_id = begin_payment.order_id
+            AND c.resolution IS NULL));
 END
 $$;
 

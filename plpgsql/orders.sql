@@ -60,20 +60,23 @@ AS $$
            END
 $$;
 
-CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
+-- The API's view of an order row (ordertimeout.order_state), with what the
+-- row does not hold: whether this call created it, its items and its open
+-- conflicts. The one mapping from a row to the answer: _order_state reads the
+-- row and passes the items of order_items, begin_payment passes the row its
+-- UPDATE returned and the normalized items create_order stored. A SQL
+-- function without SET, so the planner inlines it into the statement that
+-- calls it (see _wants_check).
+CREATE FUNCTION ordertimeout._state_of(o ordertimeout.orders, created boolean, items jsonb, open_conflicts integer)
 RETURNS ordertimeout.order_state
-LANGUAGE plpgsql
-STABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
 AS $$
-#variable_conflict use_column
-DECLARE
-    v_state ordertimeout.order_state;
-BEGIN
-    SELECT
+    SELECT ROW(
         o.order_id,
         o.status,
-        _order_state.created,
+        created,
         o.created_at,
         o.expire_at,
         o.cancel_at,
@@ -85,23 +88,37 @@ BEGIN
         o.deadline_version,
         o.amount,
         o.currency,
-        (SELECT jsonb_agg(jsonb_build_object('sku', i.sku, 'qty', i.qty) ORDER BY i.sku)
-           FROM ordertimeout.order_items AS i
-          WHERE i.order_id = o.order_id),
+        items,
         o.coupon_id,
         o.points_account,
         o.points,
         o.payment_attempted,
-        (SELECT count(*)::integer
-           FROM ordertimeout.conflicts AS c
-          WHERE c.order_id = o.order_id
-            AND c.resolution IS NULL),
+        open_conflicts,
         o.payment_method,
-        o.gateway_expire_at
-    INTO v_state
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id = _order_state.order_id;
-    RETURN v_state;
+        o.gateway_expire_at)::ordertimeout.order_state
+$$;
+
+-- An order as the API returns it, read from the tables.
+CREATE FUNCTION ordertimeout._order_state(order_id text, created boolean)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN (SELECT ordertimeout._state_of(
+                       o,
+                       _order_state.created,
+                       (SELECT jsonb_agg(jsonb_build_object('sku', i.sku, 'qty', i.qty) ORDER BY i.sku)
+                          FROM ordertimeout.order_items AS i
+                         WHERE i.order_id = o.order_id),
+                       (SELECT count(*)::integer
+                          FROM ordertimeout.conflicts AS c
+                         WHERE c.order_id = o.order_id
+                           AND c.resolution IS NULL))
+              FROM ordertimeout.orders AS o
+             WHERE o.order_id = _order_state.order_id);
 END
 $$;
 
