@@ -73,19 +73,29 @@ BEGIN
         'options', v_options);
 
     -- The order row and the id of its timer row. Same id again: the existing
-    -- order if the content is the same, an error if not.
+    -- order if the content is the same, an error if not. Not under the id of
+    -- an order that purge_orders deleted after it spent a coupon: that hold is
+    -- kept, under the id (coupon_holds_pkey), so that the coupon is never used
+    -- again, and a new order there would be read as holding it.
     INSERT INTO ordertimeout.orders AS o (
         order_id, status, created_at, expire_at, cancel_at, timer_job_id, precheck,
         amount, currency, coupon_id, points_account, points, request, payment_method)
-    VALUES (
+    SELECT
         create_order.order_id, 'PENDING', v_now, v_expire, v_cancel, ordertimeout._new_job_id(),
         v_options ->> 'precheck', (v_options ->> 'amount')::numeric, v_options ->> 'currency',
-        v_coupon, v_account, v_points, v_request, v_options ->> 'method')
+        v_coupon, v_account, v_points, v_request, v_options ->> 'method'
+    WHERE NOT EXISTS (SELECT 1 FROM ordertimeout.coupon_holds AS h WHERE h.order_id = create_order.order_id)
     ON CONFLICT ON CONSTRAINT orders_pkey DO NOTHING
     RETURNING o.timer_job_id INTO v_job_id;
 
     IF v_job_id IS NULL THEN
         SELECT o.request INTO v_existing FROM ordertimeout.orders AS o WHERE o.order_id = create_order.order_id;
+        IF NOT FOUND THEN
+            SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = create_order.order_id;
+            RAISE EXCEPTION 'order_id "%" belonged to an order that purge_orders deleted after it spent coupon "%": the hold is kept under that id, use another one',
+                create_order.order_id, v_coupon
+                USING ERRCODE = 'OT116';
+        END IF;
         IF v_existing = v_request THEN
             RETURN ordertimeout._order_state(create_order.order_id, false);
         END IF;

@@ -214,14 +214,20 @@ BEGIN
 
     -- The coupon before the points, as in create_order. Making the hold live
     -- again is what decides: the unique index admits one live hold per coupon,
-    -- also against a concurrent create_order that has not committed yet.
-    SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = _reclaim.order_id;
+    -- also against a concurrent create_order that has not committed yet. Only
+    -- a hold the cancel released is taken back: a hold that is not released
+    -- was never given back, and its used_at is not ours to rewrite.
+    SELECT h.coupon_id INTO v_coupon
+    FROM ordertimeout.coupon_holds AS h
+    WHERE h.order_id = _reclaim.order_id
+      AND h.released_at IS NOT NULL;
     IF v_coupon IS NOT NULL THEN
         BEGIN
             UPDATE ordertimeout.coupon_holds AS h
             SET released_at = NULL,
                 used_at = _reclaim.at
-            WHERE h.order_id = _reclaim.order_id;
+            WHERE h.order_id = _reclaim.order_id
+              AND h.released_at IS NOT NULL;
         EXCEPTION
             WHEN unique_violation THEN
                 RAISE EXCEPTION 'order "%" cannot be reinstated: coupon "%" is held by another order', order_id, v_coupon
@@ -231,7 +237,8 @@ BEGIN
 
     SELECT h.account_id, h.points INTO v_account, v_points
     FROM ordertimeout.points_holds AS h
-    WHERE h.order_id = _reclaim.order_id;
+    WHERE h.order_id = _reclaim.order_id
+      AND h.released_at IS NOT NULL;
     IF v_account IS NOT NULL THEN
         UPDATE ordertimeout.points_accounts AS a
         SET balance = a.balance - v_points
@@ -245,7 +252,8 @@ BEGIN
         UPDATE ordertimeout.points_holds AS h
         SET released_at = NULL,
             used_at = _reclaim.at
-        WHERE h.order_id = _reclaim.order_id;
+        WHERE h.order_id = _reclaim.order_id
+          AND h.released_at IS NOT NULL;
     END IF;
 
     UPDATE ordertimeout.stock AS s

@@ -30,8 +30,9 @@ var stockTotals = map[string]int64{"A": 100, "B": 50, "C": 10}
 // one: unverified), cancelled by request and by timeout, closed, a late
 // payment refunded, one being refunded, one left open, one of the wrong
 // amount, a late payment reinstated, a closed order reopened by a late
-// payment, a wrong amount then the right one, and a double payment, with
-// coupons and points on some of them.
+// payment, a wrong amount then the right one, a double payment, and a paid
+// order purged after it spent a coupon, with coupons and points on some of
+// them.
 func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
 	exec := func(sql string, args ...any) {
@@ -121,6 +122,13 @@ func seed(ctx context.Context, t *testing.T, db *pgxpool.Pool) {
 	create("o-double", `[{"sku":"A","qty":1}]`, `{}`)
 	exec(`SELECT ordertimeout.confirm_payment('o-double', 'p-double-1')`)
 	exec(`SELECT ordertimeout.confirm_payment('o-double', 'p-double-2')`)
+
+	// Paid with a coupon, then purged: the hold of the spent coupon stays,
+	// with no order.
+	create("o-purged", `[{"sku":"C","qty":1}]`, `{"coupon":"C-purged"}`)
+	exec(`SELECT ordertimeout.confirm_payment('o-purged', 'p-purged')`)
+	exec(`UPDATE ordertimeout.orders SET paid_at = paid_at - interval '1 day' WHERE order_id = 'o-purged'`)
+	exec(`SELECT ordertimeout.purge_orders('100 years', 1000, paid_older_than => '12 hours')`)
 
 	// o-timeout is due: sweep until the sweep has cancelled it.
 	for {
@@ -236,6 +244,12 @@ func TestCheckCorrupted(t *testing.T) {
 		opts:     withTotals,
 		violated: []string{invariant.ReleasedOnce},
 		mention:  "order o-closed holds coupon C-stray but names NULL",
+	}, {
+		name:     "coupon of a purged order released but not spent",
+		corrupt:  `UPDATE ordertimeout.coupon_holds SET used_at = NULL, released_at = now() WHERE order_id = 'o-purged'`,
+		opts:     withTotals,
+		violated: []string{invariant.ReleasedOnce},
+		mention:  "order o-purged is missing but its hold of coupon C-purged",
 	}, {
 		name: "coupon held by two orders",
 		corrupt: `DROP INDEX ordertimeout.coupon_holds_one_live_order;

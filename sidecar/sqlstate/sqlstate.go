@@ -71,6 +71,10 @@ const (
 	// OrderIDConflict (OT115): order_id already exists with other content
 	// (the same content again returns the existing order).
 	OrderIDConflict = "OT115"
+	// OrderIDOfPurgedCouponOrder (OT116): order_id belonged to an order that
+	// purge_orders deleted after it spent a coupon; that coupon's hold is
+	// kept under the id, so the id cannot be used again.
+	OrderIDOfPurgedCouponOrder = "OT116"
 )
 
 // Codes of the payment and order lifecycle.
