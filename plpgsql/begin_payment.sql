@@ -113,8 +113,16 @@ BEGIN
             USING ERRCODE = 'OT123';
     END IF;
 
+    -- A row under this payment_id now is another order's, written since the
+    -- look above (two orders given the same payment_id at once): every
+    -- transition of this order holds its lock, so none of ours can be.
     INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
-    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now);
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now)
+    ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
 
     IF v_status = 'PENDING' THEN
         PERFORM ordertimeout._drop_timer(v_timer);

@@ -104,6 +104,10 @@ BEGIN
         WHERE p.payment_id = _confirm_payment.payment_id
           AND p.order_id = _confirm_payment.order_id;
         IF NOT FOUND THEN
+            -- A row of another order under this payment_id, written since
+            -- the look above (two orders given the same payment_id at once),
+            -- is not ours to update: the WHERE leaves it, and the call fails
+            -- with OT124 as the look would have, the order's UPDATE with it.
             INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
             VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'confirmed', _confirm_payment.amount,
                     v_paid_cur, v_now)
@@ -111,7 +115,12 @@ BEGIN
             SET status = 'confirmed',
                 amount = coalesce(excluded.amount, p.amount),
                 currency = excluded.currency,
-                confirmed_at = excluded.confirmed_at;
+                confirmed_at = excluded.confirmed_at
+            WHERE p.order_id = excluded.order_id;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
+                    USING ERRCODE = 'OT124';
+            END IF;
         END IF;
         PERFORM ordertimeout._drop_timer(v_timer);
         v_detail := jsonb_build_object('payment_id', _confirm_payment.payment_id, 'amount', _confirm_payment.amount,
@@ -135,13 +144,19 @@ BEGIN
                   WHEN v_mismatch THEN 'amount_mismatch'
                   ELSE 'late_payment'
               END;
+    -- As above: never over a row of another order.
     INSERT INTO ordertimeout.payments AS p (payment_id, order_id, status, amount, currency, confirmed_at)
     VALUES (_confirm_payment.payment_id, _confirm_payment.order_id, 'late', _confirm_payment.amount, v_paid_cur, v_now)
     ON CONFLICT ON CONSTRAINT payments_pkey DO UPDATE
     SET status = 'late',
         amount = coalesce(excluded.amount, p.amount),
         currency = excluded.currency,
-        confirmed_at = excluded.confirmed_at;
+        confirmed_at = excluded.confirmed_at
+    WHERE p.order_id = excluded.order_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
     INSERT INTO ordertimeout.conflicts (order_id, payment_id, kind, amount, currency, detected_at, cause)
     VALUES (_confirm_payment.order_id, _confirm_payment.payment_id, v_kind, _confirm_payment.amount, v_paid_cur, v_now,
             _confirm_payment.cause)
