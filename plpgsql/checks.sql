@@ -468,7 +468,8 @@ BEGIN
     END IF;
     RETURN (value #>> '{}')::timestamptz;
 EXCEPTION
-    WHEN datetime_field_overflow OR invalid_datetime_format THEN
+    -- an offset beyond ±15:59 is invalid_time_zone_displacement_value
+    WHEN datetime_field_overflow OR invalid_datetime_format OR invalid_time_zone_displacement_value THEN
         RETURN NULL;
 END
 $$;

@@ -58,8 +58,12 @@ BEGIN
             jsonb_array_length(reconcile_payments.transactions)
             USING ERRCODE = 'OT170';
     END IF;
+    -- In seconds since the epoch (numeric, ±Infinity for infinite bounds):
+    -- timestamp arithmetic would raise 22008 on an infinite bound and wrap
+    -- around on a span of centuries.
     IF NOT (reconcile_payments.period_start < reconcile_payments.period_end)
-       OR reconcile_payments.period_end - reconcile_payments.period_start > interval '400 days' THEN
+       OR extract(epoch FROM reconcile_payments.period_end) - extract(epoch FROM reconcile_payments.period_start)
+          > 400 * 86400 THEN
         RAISE EXCEPTION 'the period must start before it ends and span at most 400 days, got % to %',
             reconcile_payments.period_start, reconcile_payments.period_end
             USING ERRCODE = 'OT172';
@@ -79,7 +83,7 @@ BEGIN
                 USING ERRCODE = 'OT171';
         END IF;
         IF v_row.value ? 'line' THEN
-            IF jsonb_typeof(v_row.value -> 'line') <> 'number' OR (v_row.value ->> 'line') !~ '^[0-9]{1,9}$' THEN
+            IF jsonb_typeof(v_row.value -> 'line') <> 'number' OR (v_row.value ->> 'line') !~ '^[1-9][0-9]{0,8}$' THEN
                 RAISE EXCEPTION 'line %: line must be a positive integer', v_line USING ERRCODE = 'OT171';
             END IF;
             v_line := (v_row.value ->> 'line')::integer;
@@ -154,7 +158,19 @@ BEGIN
                 detail := format('refunded at the gateway; here the payment is %s', coalesce(v_pay.status, 'unknown'));
             END IF;
         ELSIF v_pay.status = 'confirmed' THEN
-            IF v_pay.amount IS NULL THEN
+            -- Confirmed without an amount (unverified): the gateway's amount
+            -- is checked against the order's, when it has one.
+            IF v_pay.amount IS NULL AND v_order.amount IS NOT NULL
+               AND (v_order.amount <> v_amount OR v_order.currency IS DISTINCT FROM (v_row.value ->> 'currency')) THEN
+                outcome := 'amount_differs';
+                detail := format('confirmed here without an amount for an order of %s %s; the gateway settled %s %s',
+                                 v_order.amount, coalesce(v_order.currency, ''), v_amount, v_row.value ->> 'currency');
+            ELSIF v_pay.amount IS NULL AND v_pay.currency IS NOT NULL
+               AND v_pay.currency <> (v_row.value ->> 'currency') THEN
+                outcome := 'amount_differs';
+                detail := format('confirmed here without an amount in %s; the gateway settled %s %s',
+                                 v_pay.currency, v_amount, v_row.value ->> 'currency');
+            ELSIF v_pay.amount IS NULL THEN
                 outcome := 'ok';
                 detail := format('confirmed here without an amount; the gateway settled %s %s',
                                  v_amount, v_row.value ->> 'currency');

@@ -3,7 +3,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(17);
+SELECT plan(23);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.create_order('live', '[{"sku":"A","qty":1}]');
@@ -22,6 +22,14 @@ SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', now(), no
     'a period that ends before it starts: OT172');
 SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', now() - interval '2 years', now())$$, 'OT172', NULL,
     'a period over 400 days: OT172');
+SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', now(), 'infinity')$$, 'OT172', NULL,
+    'an infinite end: OT172 (was a raw 22008)');
+SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', '-infinity', now())$$, 'OT172', NULL,
+    'an infinite start: OT172 (was a raw 22008)');
+SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', '4713-01-01 BC', '294276-12-31')$$, 'OT172', NULL,
+    'a span of 299,000 years: OT172 (the interval wrapped around and it was accepted)');
+SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', '2026-01-01Z', '2027-02-05 00:00:01Z')$$, 'OT172', NULL,
+    '400 days and a second: OT172');
 SELECT throws_ok($$SELECT * FROM ordertimeout.reconcile_payments('[]', now() - interval '1 day', now(), true, 'Bad Source')$$,
     'OT173', NULL, 'a bad source: OT173');
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"amount": "NaN"}')) AS (line integer, outcome text)$$, 'OT171',
@@ -34,6 +42,10 @@ SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"status": "success"}')) AS 
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"at": "2026-13-45T10:00:00Z"}')) AS (line integer, outcome text)$$, 'OT171',
     'line 3: at must be an ISO 8601 time with a zone, such as 2026-12-01T10:00:00Z', 'an impossible date');
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"at": "2026-12-01 10:00"}')) AS (line integer, outcome text)$$, 'OT171', NULL, 'a time without a zone');
+SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"at": "2026-12-01T10:00:00+16:00"}')) AS (line integer, outcome text)$$, 'OT171',
+    'line 3: at must be an ISO 8601 time with a zone, such as 2026-12-01T10:00:00Z', 'an offset beyond 15:59: line and field named (was a raw 22009)');
+SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"line": 0}')) AS (line integer, outcome text)$$, 'OT171',
+    'line 2: line must be a positive integer', 'line 0 is not a line number');
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"payment_id": ".."}')) AS (line integer, outcome text)$$, 'OT171', NULL, 'a dot-segment id');
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"surprise": 1}')) AS (line integer, outcome text)$$, 'OT171', NULL, 'an unknown field');
 SELECT throws_ok($$SELECT * FROM test.rec(test.row('{"payment_id": "p-live"}')) AS (line integer, outcome text)$$, 'OT171', NULL,
