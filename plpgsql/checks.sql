@@ -64,13 +64,31 @@ BEGIN
 END
 $$;
 
+-- Whether an interval has a negative part. Months, days and time are
+-- separate fields, and added to a timestamp a day is a calendar day (23 or
+-- 25 hours across a daylight-saving change in the session's TimeZone), so
+-- '1 day -23:30' compares as 30 minutes but can move a time back. With no
+-- negative part, an interval that compares as positive always moves a time
+-- forward. Inlined.
+CREATE FUNCTION ordertimeout._has_negative_part(value interval)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT extract(year FROM value) < 0 OR extract(month FROM value) < 0 OR extract(day FROM value) < 0
+        OR value - date_trunc('day', value) < interval '0'
+$$;
+
 -- Raises code unless value is a positive interval of at most max without a
 -- month or year part (a month has no fixed length: '1 mon' compares as 30
--- days but adds up to 31). Compared before any arithmetic, so no value
--- overflows a timestamp later. With allow_zero, 0 is accepted too.
+-- days but adds up to 31) and without a negative part (_has_negative_part).
+-- Compared before any arithmetic, so no value overflows a timestamp later.
+-- With allow_zero, 0 is accepted too.
 -- Whether value passes _check_interval(field, value, max, code, allow_zero):
 -- NULL, or a positive interval (or 0, with allow_zero) of at most max
--- without a month or year part. Inlined (see above).
+-- without a month or year part and without a negative part. Inlined (see
+-- above).
 CREATE FUNCTION ordertimeout._is_duration(value interval, max interval, allow_zero boolean DEFAULT false)
 RETURNS boolean
 LANGUAGE sql
@@ -79,6 +97,7 @@ PARALLEL SAFE
 AS $$
     SELECT value IS NULL
         OR (extract(month FROM value) = 0 AND extract(year FROM value) = 0
+            AND extract(day FROM value) >= 0 AND value - date_trunc('day', value) >= interval '0'
             AND (value > interval '0' OR (allow_zero AND value = interval '0'))
             AND value <= max)
 $$;
@@ -106,6 +125,10 @@ BEGIN
     IF (value < interval '0' OR (value = interval '0' AND NOT allow_zero)) OR value > max THEN
         RAISE EXCEPTION '% must be % 0 and at most %, got %',
             field, CASE WHEN allow_zero THEN 'at least' ELSE 'more than' END, max, value
+            USING ERRCODE = code;
+    END IF;
+    IF ordertimeout._has_negative_part(value) THEN
+        RAISE EXCEPTION '% must have no negative part (a day is not always 24 hours), got %', field, value
             USING ERRCODE = code;
     END IF;
 END
@@ -423,9 +446,7 @@ BEGIN
         RAISE EXCEPTION '% must not be null', name
             USING ERRCODE = 'OT100';
     END IF;
-    IF age > interval '100 years'
-       OR extract(year FROM age) < 0 OR extract(month FROM age) < 0 OR extract(day FROM age) < 0
-       OR age - date_trunc('day', age) < interval '0' THEN
+    IF age > interval '100 years' OR ordertimeout._has_negative_part(age) THEN
         RAISE EXCEPTION '% must be between 0 and 100 years, with no negative part, got %', name, age
             USING ERRCODE = code;
     END IF;

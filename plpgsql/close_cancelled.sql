@@ -20,8 +20,9 @@ BEGIN
     END IF;
     -- Compared before the subtraction below, which would overflow a
     -- timestamp (22008) for a huge interval.
-    IF close_cancelled.older_than < interval '0' OR close_cancelled.older_than > interval '100 years' THEN
-        RAISE EXCEPTION 'older_than must be between 0 and 100 years, got %', close_cancelled.older_than
+    IF close_cancelled.older_than < interval '0' OR close_cancelled.older_than > interval '100 years'
+       OR ordertimeout._has_negative_part(close_cancelled.older_than) THEN
+        RAISE EXCEPTION 'older_than must be between 0 and 100 years, with no negative part, got %', close_cancelled.older_than
             USING ERRCODE = 'OT141';
     END IF;
     PERFORM ordertimeout._check_max(close_cancelled.max);

@@ -13,8 +13,9 @@ BEGIN
         RAISE EXCEPTION 'max_sleep must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour' THEN
-        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, got %', plan_sleep.max_sleep
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour'
+       OR ordertimeout._has_negative_part(plan_sleep.max_sleep) THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, with no negative part, got %', plan_sleep.max_sleep
             USING ERRCODE = 'OT141';
     END IF;
     -- While paused, due timers are not worth waking for: sleep the longest.

@@ -24,8 +24,10 @@ BEGIN
             USING ERRCODE = 'OT100';
     END IF;
     IF rescue_stuck_jobs.running_for < interval '1 second'
-       OR rescue_stuck_jobs.running_for > interval '1 day' THEN
-        RAISE EXCEPTION 'running_for must be between 1 second and 1 day, got %', rescue_stuck_jobs.running_for
+       OR rescue_stuck_jobs.running_for > interval '1 day'
+       OR ordertimeout._has_negative_part(rescue_stuck_jobs.running_for) THEN
+        RAISE EXCEPTION 'running_for must be between 1 second and 1 day, with no negative part, got %',
+            rescue_stuck_jobs.running_for
             USING ERRCODE = 'OT141';
     END IF;
     PERFORM ordertimeout._check_max(rescue_stuck_jobs.max);
