@@ -13,6 +13,11 @@
 -- second look for open conflicts below, made after the lock with a fresh
 -- snapshot, and its order is kept.
 --
+-- A paid order with a payment attempt still open (started, neither
+-- confirmed nor failed) waits, besides paid_older_than, until its
+-- gateway_expire_at is as old: that attempt may bring money until then, and
+-- the money must find the order (a double_payment conflict), not OT120.
+--
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order.
@@ -66,6 +71,11 @@ BEGIN
                 FROM ordertimeout.orders AS o
                WHERE o.status IN ('PAID', 'REFUNDED')
                  AND o.paid_at < v_paid_cut
+                 -- an attempt still open may bring money until the gateway's
+                 -- expiry: it must find its order (a double payment)
+                 AND NOT (o.gateway_expire_at >= v_paid_cut
+                          AND EXISTS (SELECT 1 FROM ordertimeout.payments AS p
+                                       WHERE p.order_id = o.order_id AND p.status = 'started'))
                  AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
                                   WHERE k.order_id = o.order_id AND k.resolution IS NULL)
                ORDER BY o.paid_at
