@@ -97,7 +97,19 @@ BEGIN
         RETURN 0;
     END IF;
 
-    -- 3. Every row about them, then the orders.
+    -- 3. What the paid ones bought, which stock.sold keeps counting, added
+    -- to purged_sales (in sku order, the lock order of concurrent purges);
+    -- then every row about them, then the orders.
+    INSERT INTO ordertimeout.purged_sales AS ps (sku, qty)
+    SELECT i.sku, sum(i.qty)
+    FROM ordertimeout.order_items AS i
+    JOIN ordertimeout.orders AS o ON o.order_id = i.order_id
+    WHERE i.order_id = ANY (v_ids)
+      AND o.status IN ('PAID', 'REFUNDED')
+    GROUP BY i.sku
+    ORDER BY i.sku
+    ON CONFLICT ON CONSTRAINT purged_sales_pkey DO UPDATE
+    SET qty = ps.qty + excluded.qty;
     DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.payments AS p WHERE p.order_id = ANY (v_ids);
@@ -113,4 +125,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
-    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order or one with an open conflict; keeps the hold of a spent coupon; returns how many';
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and adds what paid orders bought to purged_sales; returns how many';

@@ -10,3 +10,18 @@ CREATE TABLE ordertimeout.stock (
 ) WITH (fillfactor = 50);
 
 COMMENT ON TABLE ordertimeout.stock IS 'units per SKU: available to order, reserved by live orders, sold to paid orders';
+
+-- What purged orders bought: purge_orders deletes PAID and REFUNDED orders
+-- with their items, while stock.sold keeps counting their units. Adding them
+-- up here per SKU keeps "sold = what the paid orders bought" checkable after
+-- a purge (the invariant checks, sidecar/invariant). Written only by
+-- purge_orders, never on the order path.
+CREATE TABLE ordertimeout.purged_sales (
+    sku text   NOT NULL,
+    qty bigint NOT NULL,
+    CONSTRAINT purged_sales_pkey PRIMARY KEY (sku),
+    CONSTRAINT purged_sales_sku_in_stock FOREIGN KEY (sku) REFERENCES ordertimeout.stock (sku),
+    CONSTRAINT purged_sales_qty_positive CHECK (qty > 0)
+);
+
+COMMENT ON TABLE ordertimeout.purged_sales IS 'units per SKU that purged PAID and REFUNDED orders bought: stock.sold still counts them, no order row does';

@@ -43,8 +43,9 @@ const (
 	// reserved (its items, its coupon, its points), once; no other order has
 	// anything released.
 	ReleasedOnce = "released_once"
-	// Conserved: per SKU, reserved and sold match the live and paid orders and
-	// the total is what the caller expects; per points account, held matches
+	// Conserved: per SKU, reserved and sold match the live and paid orders
+	// (sold also what purged paid orders bought: ordertimeout.purged_sales)
+	// and the total is what the caller expects; per points account, held matches
 	// the live holds; every coupon is held by at most one order.
 	Conserved = "conserved"
 	// NoOverduePending: no PENDING order is past its cancel_at by more than
@@ -280,6 +281,8 @@ WHERE NOT CASE
           WHEN o.status IN ('PENDING', 'PAYING') THEN h.used_at IS NULL AND h.released_at IS NULL AND r.n = 0
           WHEN o.status IN ('PAID', 'REFUNDED') THEN h.used_at IS NOT NULL AND h.released_at IS NULL AND r.n = 0
           WHEN o.status IN ('CANCELLED', 'CLOSED') THEN h.used_at IS NULL AND h.released_at IS NOT NULL AND r.n = 1
+          -- no order: purge_orders keeps the hold of a coupon its order spent
+          WHEN o.order_id IS NULL THEN h.used_at IS NOT NULL AND h.released_at IS NULL AND r.n = 0
           ELSE false
       END
 ORDER BY h.order_id`},
@@ -338,8 +341,10 @@ SELECT format('sku %s: %s', s.sku,
               concat_ws('; ',
                         CASE WHEN s.reserved <> coalesce(t.live, 0)
                              THEN format('reserved %s but live orders hold %s', s.reserved, coalesce(t.live, 0)) END,
-                        CASE WHEN s.sold <> coalesce(t.paid, 0)
-                             THEN format('sold %s but paid orders bought %s', s.sold, coalesce(t.paid, 0)) END))
+                        CASE WHEN s.sold <> coalesce(t.paid, 0) + coalesce(ps.qty, 0)
+                             THEN format('sold %s but paid orders bought %s%s', s.sold, coalesce(t.paid, 0),
+                                         CASE WHEN ps.qty IS NOT NULL THEN format(' and purged ones %s', ps.qty) ELSE '' END)
+                        END))
 FROM ordertimeout.stock AS s
 LEFT JOIN (SELECT i.sku,
                   sum(i.qty) FILTER (WHERE o.status IN ('PENDING', 'PAYING')) AS live,
@@ -347,8 +352,10 @@ LEFT JOIN (SELECT i.sku,
              FROM ordertimeout.order_items AS i
              JOIN ordertimeout.orders AS o ON o.order_id = i.order_id
             GROUP BY i.sku) AS t ON t.sku = s.sku
+-- what paid orders that purge_orders deleted bought
+LEFT JOIN ordertimeout.purged_sales AS ps ON ps.sku = s.sku
 WHERE s.reserved <> coalesce(t.live, 0)
-   OR s.sold <> coalesce(t.paid, 0)
+   OR s.sold <> coalesce(t.paid, 0) + coalesce(ps.qty, 0)
 ORDER BY s.sku`},
 	{Conserved, `
 SELECT format('order %s has %s of sku %s, which has no stock row', i.order_id, i.qty, i.sku)

@@ -251,6 +251,12 @@ func TestCheckCorrupted(t *testing.T) {
 		violated: []string{invariant.ReleasedOnce},
 		mention:  "order o-purged is missing but its hold of coupon C-purged",
 	}, {
+		name:     "sold drifts from what the purged orders bought",
+		corrupt:  `UPDATE ordertimeout.purged_sales SET qty = qty + 1 WHERE sku = 'C'`,
+		opts:     withTotals,
+		violated: []string{invariant.Conserved},
+		mention:  "and purged ones 2",
+	}, {
 		name: "coupon held by two orders",
 		corrupt: `DROP INDEX ordertimeout.coupon_holds_one_live_order;
 		          INSERT INTO ordertimeout.coupon_holds (order_id, coupon_id, held_at) VALUES ('o-paying', 'C-pending', now())`,

@@ -17,6 +17,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/invariant"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
@@ -433,4 +434,50 @@ func TestConfirmPaymentAcrossMigration23(t *testing.T) {
 	}
 	require.Equal(t, "PAID", sidecartest.Status(t, db, "mid-deploy"))
 	require.Equal(t, int64(1), count(t, db, "SELECT sold FROM ordertimeout.stock WHERE sku = 'A'"))
+}
+
+// TestPurgedSalesAcrossMigration31: paid orders purged before migration
+// 000031 left their units in stock.sold with no order to account for them,
+// and the invariant checks failed on every database with paid retention on.
+// The migration fills purged_sales from what sold has beyond the paid orders
+// left, and the checks pass again; a purge after it adds its own.
+func TestPurgedSalesAcrossMigration31(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	latest, _ := migrationVersions(t)
+	require.GreaterOrEqual(t, latest, 31)
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 30), "--database-url", url}))
+	db.Reset()
+	sidecartest.Setup(t, db)
+	pay := func(id string) {
+		t.Helper()
+		sidecartest.CreateOrder(t, db, id, time.Hour, "")
+		sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment($1, 'p-' || $1)", id)
+	}
+	for _, id := range []string{"old-1", "old-2", "kept"} {
+		pay(id)
+	}
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.orders SET paid_at = paid_at - interval '2 days' WHERE order_id LIKE 'old-%'")
+	require.Equal(t, int64(2), count(t, db, "SELECT ordertimeout.purge_orders('1 day', 1000, '1 day')"))
+	// The purge had no table to write to yet: sold 3, one paid order left.
+	require.Equal(t, int64(3), count(t, db, "SELECT sold FROM ordertimeout.stock WHERE sku = 'A'"))
+	require.Equal(t, int64(1), count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'PAID'"))
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	db.Reset()
+	require.Equal(t, int64(2), count(t, db, "SELECT qty FROM ordertimeout.purged_sales WHERE sku = 'A'"))
+	totals := invariant.Options{StockTotals: map[string]int64{"A": 1_000_000}}
+	report, err := invariant.Check(ctx, db, totals)
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
+
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.orders SET paid_at = paid_at - interval '2 days' WHERE order_id = 'kept'")
+	require.Equal(t, int64(1), count(t, db, "SELECT ordertimeout.purge_orders('1 day', 1000, '1 day')"))
+	require.Equal(t, int64(3), count(t, db, "SELECT qty FROM ordertimeout.purged_sales WHERE sku = 'A'"))
+	report, err = invariant.Check(ctx, db, totals)
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
 }

@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(16);
+SELECT plan(18);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 100), ('B', 100);
 INSERT INTO ordertimeout.points_accounts (account_id, balance) VALUES ('acct', 1000);
@@ -69,6 +69,14 @@ SELECT results_eq(
     $$SELECT order_id FROM ordertimeout.orders ORDER BY order_id$$,
     $$VALUES ('cancelled'), ('paying'), ('pending')$$,
     'only the live and the CANCELLED orders are left');
+SELECT results_eq(
+    $$SELECT sku, qty FROM ordertimeout.purged_sales ORDER BY sku$$,
+    $$VALUES ('A', 2::bigint), ('B', 2::bigint)$$,
+    'what the two paid orders bought is in purged_sales; the closed ones bought nothing');
+SELECT results_eq(
+    $$SELECT s.sku, s.sold::bigint FROM ordertimeout.stock AS s ORDER BY s.sku$$,
+    $$SELECT sku, qty FROM ordertimeout.purged_sales ORDER BY sku$$,
+    'stock.sold is what they bought: no paid order is left');
 SELECT results_eq(
     $$SELECT order_id, coupon_id, used_at IS NOT NULL FROM ordertimeout.coupon_holds ORDER BY order_id$$,
     $$VALUES ('paid_coupon', 'C1', true)$$,
