@@ -237,6 +237,22 @@ func migrationVersions(t *testing.T) (latest, ours int) {
 	return latest, ours
 }
 
+// databaseAt returns a test database migrated down to version (from the
+// latest, so that the down migrations run too), with sidecartest's stock and
+// settings, and its URL for realMain's migrate.
+func databaseAt(t *testing.T, version int) (*pgxpool.Pool, string) {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	latest, _ := migrationVersions(t)
+	require.Greater(t, latest, version)
+	require.NoError(t, realMain(t.Context(), []string{"migrate", "up", "--database-url", url}))
+	require.NoError(t, realMain(t.Context(), []string{"migrate", "down", strconv.Itoa(latest - version), "--database-url", url}))
+	db.Reset()
+	sidecartest.Setup(t, db)
+	return db, url
+}
+
 func TestMigrateDownAndUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -387,14 +403,7 @@ func TestMigrateDownAndUp(t *testing.T) {
 func TestConfirmPaymentAcrossMigration23(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := pgtest.NewPool(t)
-	url := pgtest.URL(t, db)
-	latest, _ := migrationVersions(t)
-	require.GreaterOrEqual(t, latest, 23)
-	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 22), "--database-url", url}))
-	db.Reset()
-	sidecartest.Setup(t, db)
+	db, url := databaseAt(t, 22)
 	sidecartest.CreateOrder(t, db, "mid-deploy", time.Hour, "")
 	sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment('mid-deploy', 'p-mid-deploy')")
 
@@ -444,14 +453,7 @@ func TestConfirmPaymentAcrossMigration23(t *testing.T) {
 func TestPurgedSalesAcrossMigration31(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := pgtest.NewPool(t)
-	url := pgtest.URL(t, db)
-	latest, _ := migrationVersions(t)
-	require.GreaterOrEqual(t, latest, 31)
-	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 30), "--database-url", url}))
-	db.Reset()
-	sidecartest.Setup(t, db)
+	db, url := databaseAt(t, 30)
 	pay := func(id string) {
 		t.Helper()
 		sidecartest.CreateOrder(t, db, id, time.Hour, "")
