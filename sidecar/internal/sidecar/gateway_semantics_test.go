@@ -157,3 +157,67 @@ func TestGatewayRateLimitDrainsBacklog(t *testing.T) {
 	require.Positive(t, sidecartest.Metric(t, s.Registry(), "ordertimeout_gateway_throttled_total", "op", "close", "result", "waited"))
 	require.Positive(t, sidecartest.Metric(t, s.Registry(), "ordertimeout_gateway_throttle_wait_seconds", "op", "close"))
 }
+
+// The gateway says a PAYING order is paid, but by another payment than the
+// started attempt and of another amount: confirm_payment records that money
+// as an amount_mismatch conflict, for the policy or a person. The started
+// attempt the payment check was about is then over: the check fails it, so
+// the order returns to PENDING and its own timeout cancels it (once, after
+// the precancel check). Without that, the order stayed PAYING with its stock
+// held, and the sweep started a new payment check every 10 s, forever. The
+// same holds when the conflict was recorded already (a check retried after
+// its confirm_payment committed). A late payment of the failed attempt still
+// becomes a conflict, never dropped.
+func TestPaidByAnotherPaymentEndsTheAttempt(t *testing.T) {
+	t.Parallel()
+	for name, confirmedBefore := range map[string]bool{
+		"first check":                           false,
+		"retried after the conflict was stored": true,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			// Conflicts stay open: nothing but this test resolves them.
+			sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(late_payment => 'manual')")
+			sidecartest.CreateOrder(t, e.db, "G15", 2*time.Second, `{"amount": 7.00, "currency": "EUR"}`)
+			sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('G15', 'BG15', interval '1 second')")
+			require.NoError(t, e.fake.Set(bg, "G15", fakegateway.Behaviour{
+				Behaviour: fakegateway.Silent, PaymentID: "PG15", Amount: "5.00", Currency: "EUR"}))
+			if confirmedBefore {
+				var result string
+				require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('G15', 'PG15', 5.00, 'EUR')").Scan(&result))
+				require.Equal(t, "conflict", result)
+				require.Equal(t, "PAYING", sidecartest.Status(t, e.db, "G15"), "the started attempt BG15 is still in flight")
+			}
+			sidecartest.Start(t, e.config("s1"))
+
+			sidecartest.WaitStatus(t, e.db, "G15", "CANCELLED", 20*time.Second)
+			require.Equal(t, []string{
+				"->PENDING requested",
+				"PENDING>PAYING payment",
+				"PAYING>PAYING payment", // the conflict
+				"PAYING>PENDING payment",
+				"PENDING>CANCELLED timeout",
+			}, events(t, e.db, "G15"))
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+				"SELECT count(*) FROM ordertimeout.order_payments('G15') WHERE payment_id = 'BG15' AND status = 'failed'"))
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+			   WHERE order_id = 'G15' AND payment_id = 'PG15' AND kind = 'amount_mismatch' AND amount = 5.00`))
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts"))
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.releases WHERE order_id = 'G15'"))
+			sidecartest.Eventually(t, 10*time.Second, "the payment check completed", func() (bool, error) {
+				return sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job
+				   WHERE kind = 'ordertimeout_payment_check' AND state = 'completed'`) == 1, nil
+			})
+
+			// The buyer completes the failed attempt after all: a late
+			// payment, recorded as a conflict.
+			var result string
+			require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('G15', 'BG15', 7.00, 'EUR')").Scan(&result))
+			require.Equal(t, "conflict", result)
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+			   WHERE order_id = 'G15' AND payment_id = 'BG15' AND kind = 'late_payment' AND amount = 7.00`))
+			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "G15"))
+		})
+	}
+}

@@ -43,6 +43,7 @@
 // for good. A call the gateway rate limit holds back (gateway.ErrThrottled)
 // snoozes until about when a token is free (outcome "throttled"). No worker
 // ever cancels an order that may be paid: only a gateway answer of "failed",
-// or of "none" once the gateway can no longer take the payment (see
-// noneIsFinal), leads to cancel_checked or fail_payment.
+// of "none" once the gateway can no longer take the payment (see
+// noneIsFinal), or of "paid" by money the database records as a conflict,
+// leads to cancel_checked or fail_payment.
 package worker

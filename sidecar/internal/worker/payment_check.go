@@ -29,6 +29,13 @@ func (PaymentCheckArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{
 // same, but only once the gateway can no longer take the payment (see
 // noneIsFinal); pending or no answer → ask again later. It never cancels
 // anything.
+//
+// Paid by another payment than the checked one, which the database refuses
+// (another amount or currency: confirm_payment records a conflict): the
+// gateway has answered for the order, and the money is the conflict's, for
+// the policy or a person. The checked attempt is over, and is failed as on
+// "failed", as the precancel check cancels in that case. Else the order
+// would stay PAYING with its stock held, checked again and again.
 type PaymentCheckWorker struct {
 	river.WorkerDefaults[PaymentCheckArgs]
 	*Deps
@@ -85,12 +92,27 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 			return retry(ctx, w.Deps, job, true, err)
 		}
 		log.Info("gateway says paid", "gateway_payment_id", g.PaymentID, "result", result)
-		w.outcome(job.Kind, result)
-	case gateway.StatusFailed, gateway.StatusNone:
-		var result string
-		err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", a.OrderID, a.PaymentID).Scan(&result)
+		if result != "conflict" || g.PaymentID == a.PaymentID {
+			// Paid; or this payment itself was refused, and
+			// confirm_payment ended the attempt with the conflict.
+			w.outcome(job.Kind, result)
+			return nil
+		}
+		// A repeat answers "conflict" too, so a retry of this job after
+		// the confirmation committed still fails the attempt; a payment
+		// of this attempt that comes later is a conflict or pays the
+		// order, as after any failure.
+		result, err = w.failPayment(ctx, a)
 		if err != nil {
-			return retry(ctx, w.Deps, job, true, fmt.Errorf("fail payment %q of order %q: %w", a.PaymentID, a.OrderID, err))
+			return retry(ctx, w.Deps, job, true, err)
+		}
+		log.Info("gateway says paid by another payment, refused: attempt failed",
+			"gateway_payment_id", g.PaymentID, "result", result)
+		w.outcome(job.Kind, "conflict_failed_"+result)
+	case gateway.StatusFailed, gateway.StatusNone:
+		result, err := w.failPayment(ctx, a)
+		if err != nil {
+			return retry(ctx, w.Deps, job, true, err)
 		}
 		log.Info("gateway says not paid", "gateway_status", g.Status, "result", result)
 		w.outcome(job.Kind, "failed_"+result)
@@ -101,4 +123,16 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 		return river.JobSnooze(pause)
 	}
 	return nil
+}
+
+// failPayment marks the checked payment failed (fail_payment): "pending"
+// (the order is PENDING again), "paying" (another attempt is in flight) or
+// "ignored".
+func (w *PaymentCheckWorker) failPayment(ctx context.Context, a PaymentCheckArgs) (string, error) {
+	var result string
+	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", a.OrderID, a.PaymentID).Scan(&result)
+	if err != nil {
+		return "", fmt.Errorf("fail payment %q of order %q: %w", a.PaymentID, a.OrderID, err)
+	}
+	return result, nil
 }
