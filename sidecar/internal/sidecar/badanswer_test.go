@@ -69,8 +69,10 @@ func (g *scriptedGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // properly, the job finishes. That holds for a duplicate key (which once made
 // {"status":"failed","status":"paid"} a payment), an amount PostgreSQL would
 // refuse ("0x1p3", which once pinned the order awaiting its check forever),
-// and "paid" without an amount for an order that has one (the sidecar never
-// confirms such an order without the gateway's amount).
+// "paid" without an amount for an order that has one (the sidecar never
+// confirms such an order without the gateway's amount), and "paid" by a
+// payment id of another order, which confirm_payment refuses with OT124
+// (once retried with River's backoff and logged at INFO only, uncounted).
 func TestBadGatewayAnswersChangeNothing(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewPool(t)
@@ -85,7 +87,11 @@ func TestBadGatewayAnswersChangeNothing(t *testing.T) {
 		"dup":      {`{"status": "failed", "status": "paid", "payment_id": "dup-pay", "amount": "10"}`, `answer has key \"status\" twice`},
 		"hex":      {`{` + strings.ReplaceAll(paid, "%s", "hex") + `, "amount": "0x1p3"}`, "amount must be a non-negative plain decimal"},
 		"noamount": {`{` + strings.ReplaceAll(paid, "%s", "noamount") + `}`, "gives no amount, and the order's amount is 10"},
+		"other":    {`{"status": "paid", "payment_id": "owned-elsewhere", "amount": "10"}`, "belongs to another order"},
 	}
+	// The payment id of answer "other" is an attempt of another order.
+	sidecartest.CreateOrder(t, db, "owner", time.Hour, `{"amount": 10}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment('owner', 'owned-elsewhere')")
 	// Each answer meets a precancel check (a due PENDING order), a payment
 	// check (a PAYING order past its window) and a gateway close (an order
 	// cancelled after a payment attempt).

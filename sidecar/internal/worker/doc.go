@@ -32,11 +32,12 @@
 // ordertimeout.sweep_due claims them (package sweep).
 //
 // Retries: a gateway that is down, times out, says "pending" or gives a bad
-// answer (gateway.ErrBadAnswer: malformed, ambiguous, outside the contract, or
-// "paid" without an amount for an order that has one) makes a job snooze with
-// a growing pause, at most 5 minutes (river.JobSnooze does not use up
-// attempts, so the job is never discarded: a discarded check would leave an
-// order PENDING or PAYING for good). A bad answer also logs an error naming
+// answer (gateway.ErrBadAnswer: malformed, ambiguous, outside the contract,
+// "paid" without an amount for an order that has one, or a payment id,
+// amount or currency confirm_payment refuses, a payment id of another order
+// included) makes a job snooze with a growing pause, at most 5 minutes
+// (river.JobSnooze does not use up attempts, so the job is never discarded:
+// a discarded check would leave an order PENDING or PAYING for good). A bad answer also logs an error naming
 // the order and counts outcome "bad_answer". Other errors (database errors)
 // are returned to River, which records them and retries with its backoff; on
 // the last attempt the checks, closes and refunds snooze instead of failing

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, refunded_after_resolution).",
 			"outcome"),
 		badAnswers: counterVec("ordertimeout_gateway_bad_answers_total",
-			"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, or paid without the order's amount), by job kind: nothing changed, the job asks again later. Alert on any increase.",
+			"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, paid without the order's amount, or a payment id of another order or a value confirm_payment refuses), by job kind: nothing changed, the job asks again later. Alert on any increase.",
 			"kind"),
 		reconciled: counterVec("ordertimeout_reconcile_transactions_total",
 			"Gateway transactions this sidecar's continuous reconciliation judged, by outcome (ok, confirmed, late_payment, double_payment, amount_mismatch, known_conflict, amount_differs, refund_unknown, unknown_order, other_order).",
