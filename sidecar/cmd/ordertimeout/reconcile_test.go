@@ -156,6 +156,58 @@ func TestReconcileCSV(t *testing.T) {
 	require.Equal(t, before, snapshot(t, db), "refused files change nothing")
 }
 
+// A time whose zone offset PostgreSQL refuses (16:00 or more east or west:
+// Go's parser takes up to 24:00) is refused by the parser, naming its line
+// and field, with nothing applied; it once reached the database, which
+// raised a raw 22009. The largest offsets PostgreSQL takes, ±15:59, are
+// applied.
+func TestReconcileZoneOffsets(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	for _, id := range []string{"Z1", "Z2"} {
+		sidecartest.CreateOrder(t, db, id, time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	from, to := now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339)
+	in := func(offset time.Duration) string {
+		return now.In(time.FixedZone("", int(offset.Seconds()))).Format(time.RFC3339)
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	args := func(file string) []string {
+		return []string{"--database-url", url, "--file", file, "--format", "csv", "--from", from, "--to", to, "--no-missing"}
+	}
+
+	before := snapshot(t, db)
+	for _, offset := range []time.Duration{16 * time.Hour, -16 * time.Hour, 23*time.Hour + 59*time.Minute} {
+		at := in(offset)
+		bad := write("bad.csv", reconcile.CSVHeader+"\n"+
+			"P-Z1,Z1,10.00,EUR,paid,"+in(0)+"\n"+
+			"P-Z2,Z2,10.00,EUR,paid,"+at+"\n")
+		_, err := runReconcile(t, args(bad)...)
+		require.ErrorContains(t, err, "line 3, field time: zone offset must be from -15:59 to +15:59", at)
+		require.ErrorContains(t, err, at)
+		require.NotContains(t, err.Error(), "22009")
+	}
+	require.Equal(t, before, snapshot(t, db), "refused files change nothing")
+
+	const limit = 15*time.Hour + 59*time.Minute
+	good := write("good.csv", reconcile.CSVHeader+"\n"+
+		"P-Z1,Z1,10.00,EUR,paid,"+in(limit)+"\n"+
+		"P-Z2,Z2,10.00,EUR,paid,"+in(-limit)+"\n")
+	out, err := runReconcile(t, args(good)...)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "confirmed            2")
+	require.Equal(t, "PAID", sidecartest.Status(t, db, "Z1"))
+	require.Equal(t, "PAID", sidecartest.Status(t, db, "Z2"))
+}
+
 // A transaction the database refuses is named by its file line (the "line"
 // key), and nothing of the call is applied.
 func TestReconcileDatabaseErrorNamesFileLine(t *testing.T) {

@@ -56,7 +56,8 @@
 //	     payment it took and every refund it made (status "refunded", the
 //	     same payment_id, amount the amount refunded), also those whose
 //	     callback never arrived and payments the shop never started (a QR
-//	     code paid directly), with at (RFC 3339) at or after since, oldest
+//	     code paid directly), with at (RFC 3339, a zone offset of at most
+//	     15:59 east or west: CheckZoneOffset) at or after since, oldest
 //	     first (by at, then payment_id), at most limit (1 to 1000) of them.
 //	     has_more says whether more follow: ask again with since = the last
 //	     at. amount, currency and at are required here.

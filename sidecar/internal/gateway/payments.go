@@ -28,6 +28,21 @@ const maxOrderIDLength = 64
 // maxPaymentPages bounds the pages one Payments call follows.
 const maxPaymentPages = 100
 
+// MaxZoneOffset is the largest offset from UTC, east or west, of a time that
+// PostgreSQL accepts as text: 15:59. It refuses 16:00 and more (SQLSTATE
+// 22009), while Go's RFC 3339 parser accepts offsets up to 24:00.
+const MaxZoneOffset = 15*time.Hour + 59*time.Minute
+
+// CheckZoneOffset refuses a time whose zone offset is beyond MaxZoneOffset,
+// east or west: the database would refuse it.
+func CheckZoneOffset(t time.Time) error {
+	_, offset := t.Zone()
+	if d := time.Duration(offset) * time.Second; d > MaxZoneOffset || d < -MaxZoneOffset {
+		return fmt.Errorf("zone offset must be from -15:59 to +15:59 (what PostgreSQL accepts), got %s", t.Format("-07:00"))
+	}
+	return nil
+}
+
 // Payment is one transaction in the gateway's records: a payment (Status
 // PaymentPaid, At when it was paid) or its refund (PaymentRefunded, At when
 // it was refunded, Amount the amount refunded).
@@ -55,8 +70,9 @@ type paymentsAnswer struct {
 //
 // Every transaction is checked as strictly as the other answers: a payment
 // id and order id the database accepts, an amount in the grammar of
-// ParseAmount, a currency, a status paid or refunded, an RFC 3339 time not
-// before since and not before the one before it. Anything else, and a page
+// ParseAmount, a currency, a status paid or refunded, an RFC 3339 time with
+// a zone offset PostgreSQL accepts (CheckZoneOffset), not before since and
+// not before the one before it. Anything else, and a page
 // without has_more or longer than asked, is ErrBadAnswer.
 func (c *Client) Payments(ctx context.Context, since time.Time, limit int) ([]Payment, error) {
 	if limit < 1 || limit > MaxPaymentsLimit {
@@ -159,6 +175,9 @@ func (p *Payment) validate() error {
 	}
 	if p.At.IsZero() {
 		return errors.New("at is missing")
+	}
+	if err := CheckZoneOffset(p.At); err != nil {
+		return fmt.Errorf("at %s: %w", p.At.Format(time.RFC3339Nano), err)
 	}
 	// The database keeps microseconds.
 	p.At = p.At.Truncate(time.Microsecond)

@@ -105,6 +105,12 @@ func TestPaymentsBadAnswers(t *testing.T) {
 		{"currency missing", `{"payments": [` + strings.Replace(p, `"currency": "EUR", `, ``, 1) + `], "has_more": false}`, "currency is missing"},
 		{"at without zone", `{"payments": [` + strings.Replace(p, `10:00:00Z`, `10:00:00`, 1) + `], "has_more": false}`, "breaks the contract"},
 		{"at missing", `{"payments": [` + strings.Replace(p, `, "at": "2026-12-01T10:00:00Z"`, ``, 1) + `], "has_more": false}`, "at is missing"},
+		// Go's parser takes offsets up to 24:00, PostgreSQL up to 15:59.
+		{"at +16:00", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+16:00`, 1) + `], "has_more": false}`, "zone offset must be from -15:59 to +15:59 (what PostgreSQL accepts), got +16:00"},
+		{"at -16:00", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10-16:00`, 1) + `], "has_more": false}`, "got -16:00"},
+		{"at +23:59", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+23:59`, 1) + `], "has_more": false}`, "got +23:59"},
+		{"at +24:00", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+24:00`, 1) + `], "has_more": false}`, "got +24:00"},
+		{"at +15:60", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+15:60`, 1) + `], "has_more": false}`, "got +16:00"},
 		{"payment id with control characters", `{"payments": [` + strings.Replace(p, `"P1"`, `"P\u001b1"`, 1) + `], "has_more": false}`, "control"},
 		{"long order id", `{"payments": [` + strings.Replace(p, `"A1"`, `"`+strings.Repeat("x", 65)+`"`, 1) + `], "has_more": false}`, "longer than 64"},
 		{"out of order", `{"payments": [` + p + `, ` + p2 + `], "has_more": false}`, "older than the one before"},
@@ -136,4 +142,25 @@ func TestPaymentsBadAnswers(t *testing.T) {
 	cl := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second, Retries: -1}
 	_, err := cl.Payments(context.Background(), since, 2)
 	require.ErrorIs(t, err, gateway.ErrUnavailable)
+}
+
+// Zone offsets up to 15:59 east and west are what PostgreSQL accepts: the
+// client takes them, keeping the instant.
+func TestPaymentsZoneOffsetsPostgresAccepts(t *testing.T) {
+	t.Parallel()
+	const body = `{"payments": [
+		{"payment_id": "P1", "order_id": "A1", "amount": "1", "currency": "EUR", "status": "paid", "at": "2026-12-05T03:25:10+15:59"},
+		{"payment_id": "P2", "order_id": "A2", "amount": "1", "currency": "EUR", "status": "paid", "at": "2026-12-04T03:25:10-15:59"}
+	], "has_more": false}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	cl := &gateway.Client{BaseURL: srv.URL, Timeout: time.Second}
+	got, err := cl.Payments(context.Background(), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.True(t, got[0].At.Equal(time.Date(2026, 12, 4, 11, 26, 10, 0, time.UTC)), got[0].At)
+	require.True(t, got[1].At.Equal(time.Date(2026, 12, 4, 19, 24, 10, 0, time.UTC)), got[1].At)
 }

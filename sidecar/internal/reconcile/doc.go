@@ -7,7 +7,8 @@
 //   - "csv", the documented format: the header exactly
 //     payment_id,order_id,amount,currency,status,time, then one
 //     transaction per record (RFC 4180 quoting), status paid or refunded,
-//     time RFC 3339 with a zone;
+//     time RFC 3339 with a zone whose offset PostgreSQL accepts (at most
+//     15:59 east or west of UTC);
 //   - "wechat", WeChat Pay's trade bill (交易账单, bill_type ALL) as the
 //     merchant platform or the download API gives it: a Chinese header
 //     row, every field prefixed with a backquote, times in China Standard

@@ -250,7 +250,8 @@ func parseCSV(data []byte) (*File, error) {
 	return f, nil
 }
 
-// parseRFC3339 reads a time with a zone, at most microseconds.
+// parseRFC3339 reads a time with a zone whose offset PostgreSQL accepts (at
+// most 15:59 east or west of UTC), at most microseconds.
 func parseRFC3339(line int, field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || !strings.ContainsAny(s[min(len(s), 19):], "Z+-") {
@@ -258,6 +259,9 @@ func parseRFC3339(line int, field, s string) (time.Time, error) {
 	}
 	if t.Nanosecond()%1000 != 0 {
 		return time.Time{}, lineErr(line, field, "more precise than microseconds: %s", quote(s))
+	}
+	if err := gateway.CheckZoneOffset(t); err != nil {
+		return time.Time{}, lineErr(line, field, "%v, in %s", err, quote(s))
 	}
 	return t, nil
 }

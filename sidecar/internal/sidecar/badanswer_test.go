@@ -167,3 +167,45 @@ func TestBadGatewayAnswersChangeNothing(t *testing.T) {
 	}
 	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM river_job WHERE state = 'discarded'"))
 }
+
+// A gateway's transaction time whose zone offset PostgreSQL refuses
+// ("+16:00": Go's parser takes up to 24:00, PostgreSQL up to 15:59) is a bad
+// answer of the continuous reconciliation: an error line names it, the
+// metric counts it, nothing is applied, and the run asks again later. It once
+// reached reconcile_payments, which failed with a raw 22009 that River
+// retried as a database error. The largest offset PostgreSQL takes, -15:59,
+// is reconciled.
+func TestContinuousReconcileRefusesZoneOffsetsPostgresRefuses(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "Z1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	gw, gwURL := newScriptedGateway(t)
+	list := func(at time.Time, offset time.Duration) string {
+		return `{"payments": [{"payment_id": "P-Z1", "order_id": "Z1", "amount": "10.00", "currency": "EUR", "status": "paid", "at": "` +
+			at.In(time.FixedZone("", int(offset.Seconds()))).Format(time.RFC3339Nano) + `"}], "has_more": false}`
+	}
+	paidAt := time.Now()
+	gw.set("GET /v1/payments", list(paidAt, 16*time.Hour))
+	logs := &sidecarproc.Buffer{}
+	cfg := sidecartest.Config(pgtest.URL(t, db), gwURL, "s1")
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.ReconcileEvery = 300 * time.Millisecond
+	s, _ := sidecartest.Start(t, cfg)
+
+	const kind = "ordertimeout_reconcile"
+	sidecartest.Eventually(t, 30*time.Second, "two bad answers counted", func() (bool, error) {
+		return sidecartest.Metric(t, s.Registry(), "ordertimeout_gateway_bad_answers_total", "kind", kind) >= 2, nil
+	})
+	require.Regexp(t, `level=ERROR msg="gateway gave a bad answer: nothing changed, asking again later" sidecar=s1 kind=`+kind+
+		` .*zone offset must be from -15:59 to \+15:59 \(what PostgreSQL accepts\), got \+16:00`, logs.String())
+	require.NotContains(t, logs.String(), "22009")
+	require.Zero(t, sidecartest.Metric(t, s.Registry(), "ordertimeout_jobs_total", "kind", kind, "outcome", "error"))
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "Z1"))
+	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.reconcile_watermarks"))
+
+	gw.set("GET /v1/payments", list(paidAt, -(15*time.Hour+59*time.Minute)))
+	sidecartest.WaitStatus(t, db, "Z1", "PAID", 30*time.Second)
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.events
+		WHERE order_id = 'Z1' AND to_status = 'PAID' AND cause = 'reconcile'`))
+}
