@@ -90,9 +90,6 @@ func realMain(ctx context.Context) error {
 	if err := f.Parse(os.Args[1:], os.Getenv); err != nil {
 		return err
 	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("unexpected arguments %q", f.Args())
-	}
 	if databaseURL == "" {
 		return errors.New("DATABASE_URL is not set: run me through tests/bin/withpg (or `make demo`), or set --database-url")
 	}

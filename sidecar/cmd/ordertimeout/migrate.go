@@ -51,9 +51,6 @@ func migrateCmd(ctx context.Context, args []string) error {
 	if err := f.Parse(rest, os.Getenv); err != nil {
 		return err
 	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("migrate: unexpected arguments %q", f.Args())
-	}
 	if databaseURL == "" {
 		return errors.New("migrate: database URL is required (--database-url or DATABASE_URL)")
 	}

@@ -231,7 +231,8 @@ func TestReconcileDatabaseErrorNamesFileLine(t *testing.T) {
 	require.Equal(t, before, snapshot(t, db))
 }
 
-// The binary exits 2 when rows need a person, 1 on a refused file.
+// The binary exits 2 when rows need a person, 1 on a refused file or command
+// line.
 func TestReconcileExitStatus(t *testing.T) {
 	t.Parallel()
 	bin := build(t)
@@ -251,4 +252,8 @@ func TestReconcileExitStatus(t *testing.T) {
 	require.True(t, strings.Contains(out, "line 1: the header must be exactly"), out)
 	code, out = run("--help")
 	require.Equal(t, 0, code, out)
+	// A stray argument is an error like a bad flag: 1, nothing applied.
+	code, out = run("--file", wechatSample, "--format", "wechat", "2026-12-02T00:00:00Z", "--dry-run")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `unexpected arguments ["2026-12-02T00:00:00Z" "--dry-run"]`)
 }

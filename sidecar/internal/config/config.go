@@ -84,6 +84,11 @@ func (f *FlagSet) Bool(p *bool, name string, value bool, help string) {
 
 // Parse applies the environment (through getenv), then the command-line
 // args. It returns flag.ErrHelp after printing the usage for -h / --help.
+// Every argument must be a flag or a flag's value: Go's flag package stops
+// at the first other argument and would silently drop every flag after it
+// (a forgotten "--to" turning "... 2026-12-02T00:00:00Z --dry-run" into a
+// real run), so Parse refuses such arguments, naming them. A subcommand
+// that takes positional arguments takes them before calling Parse.
 func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 	for _, name := range f.order {
 		for _, v := range f.env[name] {
@@ -101,11 +106,11 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		}
 		return fmt.Errorf("%s: %w", f.fs.Name(), err)
 	}
+	if rest := f.fs.Args(); len(rest) > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q: every argument must be a flag or a flag's value (a flag's name forgotten?); the flags after them were not read, nothing was done", f.fs.Name(), rest)
+	}
 	return nil
 }
-
-// Args returns the arguments left after the flags.
-func (f *FlagSet) Args() []string { return f.fs.Args() }
 
 // PrintUsage prints the synopsis, the description and every flag with its
 // environment variable and default.
