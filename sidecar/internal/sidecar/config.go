@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
@@ -55,7 +56,10 @@ type Config struct {
 	// GatewayDriver is gateway.DriverHTTP (the JSON contract at
 	// GatewayURL) or gateway.DriverStripe (Stripe's API with StripeKey).
 	// If empty, gateway.DriverHTTP.
-	GatewayDriver  string
+	GatewayDriver string
+	// GatewayURL is the base URL of the http driver: http or https with a
+	// host, maybe a path, no query or fragment (the calls' paths are
+	// appended to it). StripeURL follows the same rule.
 	GatewayURL     string
 	GatewayToken   string
 	GatewayTimeout time.Duration
@@ -172,9 +176,17 @@ func (cfg Config) withDefaults() (Config, error) {
 		if cfg.GatewayURL == "" {
 			return Config{}, errors.New("gateway URL is required (--gateway-url)")
 		}
+		if err := checkBaseURL("gateway URL", cfg.GatewayURL, "--gateway-url"); err != nil {
+			return Config{}, err
+		}
 	case gateway.DriverStripe:
 		if cfg.StripeKey == "" {
 			return Config{}, errors.New("gateway stripe needs Stripe's secret API key in the environment (--stripe-key-env, default STRIPE_API_KEY)")
+		}
+		if cfg.StripeURL != "" {
+			if err := checkBaseURL("Stripe API URL", cfg.StripeURL, "--stripe-api-url"); err != nil {
+				return Config{}, err
+			}
 		}
 	default:
 		return Config{}, fmt.Errorf("gateway must be http or stripe, got %q", cfg.GatewayDriver)
@@ -214,6 +226,19 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// checkBaseURL refuses a base URL that the gateway calls' paths cannot be
+// appended to: without the http or https scheme or a host, every call would
+// fail as "unavailable" forever; with a query or fragment, the paths would
+// land in it. what names the URL and flag its flag in the error.
+func checkBaseURL(what, raw, flag string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
+		return fmt.Errorf("%s %q must be an absolute http or https URL without a query or fragment (%s)", what, raw, flag)
+	}
+	return nil
 }
 
 // checkWebhook refuses a webhook configuration that would send unsigned

@@ -718,6 +718,25 @@ func TestRiverUIRefusesCrossOrigin(t *testing.T) {
 	require.False(t, exists(), "a same-origin request with credentials deletes the job")
 }
 
+// A gateway URL every call would fail on (no scheme, another scheme, no host,
+// a query or fragment that the calls' paths would be appended to) is refused
+// at startup, naming the flag, instead of making every gateway call
+// "unavailable" forever. So is such a Stripe API URL.
+func TestNewRefusesAGatewayURLItCannotUse(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"pay.example.com", "ftp://pay.example.com", "http://", "http:pay.example.com", "://x",
+		"https://pay.example.com/?merchant=1", "https://pay.example.com?", "https://pay.example.com/#v1", "https://pay.example.com#"} {
+		cfg := sidecartest.Config("postgres://localhost/x", u, "s1")
+		_, err := sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "must be an absolute http or https URL without a query or fragment", u)
+		require.ErrorContains(t, err, "(--gateway-url)", u)
+		cfg = sidecartest.Config("postgres://localhost/x", "", "s1")
+		cfg.GatewayDriver, cfg.StripeKey, cfg.StripeURL = "stripe", "sk_test_x", u
+		_, err = sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "(--stripe-api-url)", u)
+	}
+}
+
 // A webhook URL without a secret is refused unless unsigned webhooks are
 // asked for explicitly; so is a URL that is not http(s).
 func TestNewRefusesUnsignedWebhooks(t *testing.T) {
