@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ func runCmd(ctx context.Context, args []string) error {
 		log          config.Logging
 		allowedHosts string
 		stripeKeyEnv string
+		// gatewayRetries is the flag's value: 0 is no retry, where
+		// sidecar.Config's zero means the default.
+		gatewayRetries int
 		// metricsInterval is a deprecated flag, accepted so that existing
 		// command lines still start.
 		metricsInterval time.Duration
@@ -50,7 +54,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up)")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
-	f.Int(&cfg.GatewayRetries, "gateway-retries", gateway.DefaultRetries, "retries of a gateway request while the gateway is unavailable (then the job snoozes)")
+	f.Int(&gatewayRetries, "gateway-retries", gateway.DefaultRetries, "how many times a gateway request that finds the gateway unavailable is sent again at once, before its job snoozes: 2 is up to 3 requests; 0: no retry, one request; negative is refused")
 	f.String(&cfg.WebhookURL, "webhook-url", "", "http(s) URL receiving webhooks (POST JSON) when settings.webhooks is on; needs --webhook-secret (or --webhook-unsigned); redirects are not followed")
 	f.String(&cfg.WebhookSecret, "webhook-secret", "", "secret signing webhooks (header Ordertimeout-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)")
 	f.Bool(&cfg.WebhookUnsigned, "webhook-unsigned", false, "send webhooks unsigned on purpose (without it, --webhook-url without --webhook-secret is refused)")
@@ -87,6 +91,14 @@ func runCmd(ctx context.Context, args []string) error {
 	log.AddFlags(f)
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err
+	}
+	switch {
+	case gatewayRetries < 0:
+		return fmt.Errorf("gateway-retries must not be negative, got %d (0: no retry)", gatewayRetries)
+	case gatewayRetries == 0:
+		cfg.GatewayRetries = gateway.NoRetries
+	default:
+		cfg.GatewayRetries = gatewayRetries
 	}
 	for _, h := range strings.Split(allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

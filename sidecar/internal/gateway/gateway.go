@@ -52,6 +52,10 @@ const (
 	DefaultRetries = 2
 )
 
+// NoRetries, as Client.Retries (or a driver's), disables retries: a request
+// is sent once. (Zero means DefaultRetries.)
+const NoRetries = -1
+
 // Amount is a decimal amount of money as the gateway writes it: a JSON string
 // ("12.50") or number (12.50) following the grammar of ParseAmount. The empty
 // Amount means unknown.
@@ -131,7 +135,7 @@ type Client struct {
 
 	// Retries is how many times a request is repeated while the gateway is
 	// unavailable. If zero, DefaultRetries is used; a negative value
-	// disables retries.
+	// (NoRetries) disables retries.
 	Retries int
 
 	// HTTPClient sends the requests. If nil, a client that never follows a

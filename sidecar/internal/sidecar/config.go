@@ -63,6 +63,9 @@ type Config struct {
 	GatewayURL     string
 	GatewayToken   string
 	GatewayTimeout time.Duration
+	// GatewayRetries is how many times a request that finds the gateway
+	// unavailable is sent again at once. If zero, gateway.DefaultRetries;
+	// negative (gateway.NoRetries): none.
 	GatewayRetries int
 	// StripeKey is Stripe's secret API key (driver stripe), read from the
 	// environment by the command. StripeURL, if set, replaces Stripe's API
