@@ -169,13 +169,11 @@ type openConflict struct {
 	DetectedAt                      *time.Time
 	OrderStatus                     *string
 	OrderAmount, OrderCurrency      *string
-}
-
-// AmountDiffers reports whether the payment is not the order's amount and
-// currency (reinstate is then refused).
-func (c openConflict) AmountDiffers() bool {
-	return c.OrderAmount != nil && (c.Amount == nil || *c.Amount != *c.OrderAmount) ||
-		c.OrderCurrency != nil && (c.Currency == nil || *c.Currency != *c.OrderCurrency)
+	// AmountDiffers says the payment is not the order's amount and
+	// currency, so reinstate is refused (OT132). The query computes it
+	// with resolve_conflict's own rule, comparing numeric values: 100 is
+	// 100.00, although their text differs.
+	AmountDiffers bool
 }
 
 type resolvedConflict struct {
@@ -216,7 +214,9 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 	rows, err := db.Query(ctx, `
 		SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.state, c.amount::text, c.currency,
 		       extract(epoch FROM now() - c.detected_at)::float8, c.detected_at,
-		       o.status, o.amount::text, o.currency
+		       o.status, o.amount::text, o.currency,
+		       coalesce(o.amount IS NOT NULL AND c.amount IS DISTINCT FROM o.amount
+		             OR o.currency IS NOT NULL AND c.currency IS DISTINCT FROM o.currency, false)
 		FROM ordertimeout.open_conflicts($1) AS c
 		LEFT JOIN LATERAL ordertimeout.order_info(c.order_id) AS o ON true
 		ORDER BY c.detected_at, c.conflict_id`, maxOpenConflicts+1)
@@ -227,7 +227,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 	for rows.Next() {
 		var c openConflict
 		if err := rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.State, &c.Amount, &c.Currency,
-			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency); err != nil {
+			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency, &c.AmountDiffers); err != nil {
 			rows.Close()
 			h.dbFail(w, r, "read the open conflicts", err)
 			return

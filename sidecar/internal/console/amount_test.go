@@ -1,0 +1,50 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+)
+
+// row returns the HTML of the table row with the given id.
+func row(t *testing.T, body, id string) string {
+	t.Helper()
+	start := strings.Index(body, `id="`+id+`"`)
+	require.GreaterOrEqual(t, start, 0, "no row %s in %s", id, body)
+	end := strings.Index(body[start:], "</tr>")
+	require.GreaterOrEqual(t, end, 0)
+	return body[start : start+end]
+}
+
+// A late payment of 100 EUR on an order of 100.00 EUR is the order's amount:
+// the database compares numbers and reinstates it, so the console neither
+// marks the amount as different nor warns that reinstate will be refused.
+// (It compared the text, "100" against "100.00".) A payment that differs is
+// still marked.
+func TestAmountsAreComparedAsNumbers(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-ROUND', '[{"sku":"A","qty":1}]', interval '1 hour', '{"amount":100.00,"currency":"EUR"}')`)
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-ROUND', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-ROUND', 'pay-round', 100, 'EUR')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-ROUND'")
+
+	a := site.do(t, http.MethodGet, "/console/conflicts", operator, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	round := row(t, a.Body, fmt.Sprintf("conflict-%d", id))
+	require.Contains(t, round, `<td class="num">100 EUR</td>`)
+	require.Contains(t, round, `<td class="num">100.00 EUR</td>`)
+	require.NotContains(t, round, "differs")
+	mismatch := row(t, a.Body, fmt.Sprintf("conflict-%d", s.MismatchID))
+	require.Contains(t, mismatch, `<td class="num differs">0.01 EUR</td>`)
+	require.Contains(t, mismatch, "the amount differs: reinstate will be refused")
+
+	a = site.resolve(t, operator, id, "reinstate", site.token(t, operator), nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "PAID", sidecartest.Status(t, s.DB, "O-ROUND"))
+}
