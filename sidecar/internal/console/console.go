@@ -155,13 +155,30 @@ func New(cfg Config) (*Handler, error) {
 	h.static = http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+Prefix+"{$}", h.overview)
-	mux.HandleFunc("GET "+Prefix+"conflicts", h.conflicts)
-	mux.HandleFunc("POST "+Prefix+"conflicts/{id}/resolve", h.resolve)
-	mux.HandleFunc("GET "+Prefix+"order", h.order)
-	mux.HandleFunc("GET "+Prefix+"settings", h.settings)
-	mux.HandleFunc("POST "+Prefix+"settings/pause", h.pause)
-	mux.Handle("GET "+Prefix+"static/", h.static)
+	for _, rt := range []struct {
+		method, path string
+		handler      http.Handler
+	}{
+		{http.MethodGet, Prefix + "{$}", http.HandlerFunc(h.overview)},
+		{http.MethodGet, Prefix + "conflicts", http.HandlerFunc(h.conflicts)},
+		{http.MethodPost, Prefix + "conflicts/{id}/resolve", http.HandlerFunc(h.resolve)},
+		{http.MethodGet, Prefix + "order", http.HandlerFunc(h.order)},
+		{http.MethodGet, Prefix + "settings", http.HandlerFunc(h.settings)},
+		{http.MethodPost, Prefix + "settings/pause", http.HandlerFunc(h.pause)},
+		{http.MethodGet, Prefix + "static/", h.static},
+	} {
+		mux.Handle(rt.method+" "+rt.path, rt.handler)
+		// The catch-all below would answer 404 to another method on this
+		// path; it is a 405 naming the methods it takes.
+		allow := rt.method
+		if rt.method == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			h.fail(w, r, http.StatusMethodNotAllowed, "This page takes "+allow+" only.")
+		})
+	}
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "There is no such page.")
 	})
