@@ -28,6 +28,9 @@ Formats (--format):
   csv     header exactly payment_id,order_id,amount,currency,status,time;
           status paid or refunded; time RFC 3339 with a zone (offset -15:59
           to +15:59, what PostgreSQL accepts); RFC 4180 quoting
+  csv     header exactly the six fields
+          payment_id,order_id,amount,currency,status,time;
+          status paid or refunded; time RFC 3339 with a zone; RFC 4180 quoting
   wechat  WeChat Pay's trade bill (交易账单, bill_type ALL), as downloaded
 
 The file is refused, with its line and field named, when it is larger than

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -199,8 +200,11 @@ func parseCSV(data []byte) (*File, error) {
 	if err != nil {
 		return nil, readErr(err)
 	}
-	if strings.Join(header, ",") != CSVHeader {
-		return nil, lineErr(1, "", "the header must be exactly %s, got %s", CSVHeader, quote(strings.Join(header, ",")))
+	// Field by field: joined, a quoted "payment_id,order_id" would read as
+	// two columns.
+	if !slices.Equal(header, csvColumns) {
+		return nil, lineErr(1, "", "the header must be exactly %s (%d fields), got %d fields: %s",
+			CSVHeader, len(csvColumns), len(header), quote(csvLine(header)))
 	}
 	f := &File{Format: FormatCSV}
 	for {
@@ -280,6 +284,16 @@ func checkDuplicates(ts []Transaction) error {
 }
 
 // quote quotes s for an error message, cut to a readable length.
+// csvLine writes fields as one CSV record, quoted where needed, without its
+// line end: how a header looked in the file.
+func csvLine(fields []string) string {
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	_ = w.Write(fields) // a strings.Builder does not fail
+	w.Flush()
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 func quote(s string) string {
 	const limit = 80
 	if len(s) > limit {

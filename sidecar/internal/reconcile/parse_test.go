@@ -83,6 +83,10 @@ func TestParseCSVErrors(t *testing.T) {
 		{"empty", "", 1, "", "empty"},
 		{"wrong header", "payment_id,order_id,amount,currency,status,at\n", 1, "", "header must be exactly"},
 		{"header in another order", "order_id,payment_id,amount,currency,status,time\n", 1, "", "header must be exactly"},
+		// 5 fields, one of them quoted with a comma inside: the same text
+		// when joined, but not the header.
+		{"two columns in one quoted header field", "\"payment_id,order_id\",amount,currency,status,time\nP1,A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 1, "",
+			`header must be exactly payment_id,order_id,amount,currency,status,time (6 fields), got 5 fields: "\"payment_id,order_id\",amount,currency,status,time"`},
 		{"too few fields", h + "P1,A1,1.00,EUR,paid\n", 2, "", "has 5 fields"},
 		{"bad quoting", h + "P1,\"A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "", "column"},
 		{"empty payment id", h + ",A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "payment_id", "empty"},
