@@ -31,7 +31,8 @@ Formats (--format):
   csv     header exactly the six fields
           payment_id,order_id,amount,currency,status,time;
           status paid or refunded; time RFC 3339 with a zone; RFC 4180 quoting
-  wechat  WeChat Pay's trade bill (交易账单, bill_type ALL), as downloaded
+  wechat  WeChat Pay's trade bill (交易账单, bill_type ALL), as downloaded;
+          its summary's 总交易单数 (plain digits) must count the rows
 
 The file is refused, with its line and field named, when it is larger than
 64 MiB or has more than 100000 transactions, has a wrong header, a malformed

@@ -170,6 +170,11 @@ func TestParseWeChatErrors(t *testing.T) {
 		{"control character", field(1, 20, "`T恤\x07"), 2, "商品名称", "control character"},
 		{"cut off", strings.Join(lines[:4], "\r\n") + "\r\n", 4, "", "no summary lines"},
 		{"count differs", field(7, 0, "`6"), 8, "总交易单数", "says 6 transactions, the bill has 5"},
+		// Counts are plain digits: no sign, space or other notation.
+		{"count with a sign", field(7, 0, "`+5"), 8, "总交易单数", "must be a count of plain digits"},
+		{"count negative zero", field(7, 0, "`-0"), 8, "总交易单数", "must be a count of plain digits"},
+		{"count with a space", field(7, 0, "` 5"), 8, "总交易单数", "must be a count of plain digits"},
+		{"count empty", field(7, 0, "`"), 8, "总交易单数", "must be a count of plain digits"},
 		{"data after summary", strings.Join(append(append([]string(nil), lines...), lines[1]), "\r\n"), 9, "", "after the summary"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -222,9 +222,11 @@ func wxCheckSummary(cr interface {
 			return err
 		}
 	}
-	n, err := strconv.Atoi(strings.TrimPrefix(vals[0], "`"))
-	if err != nil || n < 0 {
-		return lineErr(vline, wxSummary, "must be a count, got %s", quote(vals[0]))
+	// Plain digits only: strconv.Atoi alone would take "+5" or "-0".
+	digits := strings.TrimPrefix(vals[0], "`")
+	n, err := strconv.Atoi(digits)
+	if err != nil || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return lineErr(vline, wxSummary, "must be a count of plain digits, got %s", quote(vals[0]))
 	}
 	if n != rows {
 		return lineErr(vline, wxSummary, "says %d transactions, the bill has %d rows", n, rows)
