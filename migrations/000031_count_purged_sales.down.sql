@@ -5,6 +5,7 @@
 --   go run ./sidecar/cmd/genmigration \
 --     -from 38128eb \
 --     -name 000031_count_purged_sales \
+--     -exclude _count_purged_sales \
 --     -up-prelude migrations/hand/000031_count_purged_sales.up-prelude.sql \
 --     -down-postlude migrations/hand/000031_count_purged_sales.down-postlude.sql \
 --     -comment migrations/hand/000031_count_purged_sales.comment.txt
@@ -13,11 +14,14 @@
 -- purge_orders deletes PAID and REFUNDED orders with their items, while
 -- stock.sold keeps counting their units: after a purge, "sold = what the paid
 -- orders bought" (the invariant checks, sidecar/invariant) no longer held, and
--- a database with paid retention on always failed the checks. purge_orders now
--- adds what the paid orders it deletes bought to a new table, purged_sales (one
--- row per SKU, written in sku order, only by the purge). What orders purged
--- before this migration bought is taken as sold minus what the paid orders left
--- bought, per SKU.
+-- a database with paid retention on always failed the checks. A statement
+-- trigger on order_items' deletes now adds what the paid orders whose items go
+-- bought to a new table, purged_sales (one row per SKU, in sku order). A
+-- trigger rather than a statement of purge_orders, so that a purge of the
+-- version before that is running while this migration commits is counted too.
+-- What orders purged before this migration bought is taken as sold minus what
+-- the paid orders left bought, per SKU; order_items is locked (creates wait)
+-- while that is computed.
 
 CREATE OR REPLACE FUNCTION ordertimeout.purge_orders(
     closed_older_than interval,
@@ -114,4 +118,6 @@ COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
 
 -- Hand-written, from migrations/hand/000031_count_purged_sales.down-postlude.sql:
 
+DROP TRIGGER order_items_count_purged_sales ON ordertimeout.order_items;
+DROP FUNCTION ordertimeout._count_purged_sales();
 DROP TABLE ordertimeout.purged_sales;

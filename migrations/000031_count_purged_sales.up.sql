@@ -5,6 +5,7 @@
 --   go run ./sidecar/cmd/genmigration \
 --     -from 38128eb \
 --     -name 000031_count_purged_sales \
+--     -exclude _count_purged_sales \
 --     -up-prelude migrations/hand/000031_count_purged_sales.up-prelude.sql \
 --     -down-postlude migrations/hand/000031_count_purged_sales.down-postlude.sql \
 --     -comment migrations/hand/000031_count_purged_sales.comment.txt
@@ -13,23 +14,25 @@
 -- purge_orders deletes PAID and REFUNDED orders with their items, while
 -- stock.sold keeps counting their units: after a purge, "sold = what the paid
 -- orders bought" (the invariant checks, sidecar/invariant) no longer held, and
--- a database with paid retention on always failed the checks. purge_orders now
--- adds what the paid orders it deletes bought to a new table, purged_sales (one
--- row per SKU, written in sku order, only by the purge). What orders purged
--- before this migration bought is taken as sold minus what the paid orders left
--- bought, per SKU.
+-- a database with paid retention on always failed the checks. A statement
+-- trigger on order_items' deletes now adds what the paid orders whose items go
+-- bought to a new table, purged_sales (one row per SKU, in sku order). A
+-- trigger rather than a statement of purge_orders, so that a purge of the
+-- version before that is running while this migration commits is counted too.
+-- What orders purged before this migration bought is taken as sold minus what
+-- the paid orders left bought, per SKU; order_items is locked (creates wait)
+-- while that is computed.
 --
 -- Functions replaced: purge_orders.
 
 -- Hand-written, from migrations/hand/000031_count_purged_sales.up-prelude.sql:
 
--- The table purge_orders now writes (sql/stock.sql), readable by the
+-- The table the purge's counting writes (sql/stock.sql), readable by the
 -- administrator like every table (sql/grants.sql).
 CREATE TABLE ordertimeout.purged_sales (
     sku text   NOT NULL,
     qty bigint NOT NULL,
     CONSTRAINT purged_sales_pkey PRIMARY KEY (sku),
-    CONSTRAINT purged_sales_sku_in_stock FOREIGN KEY (sku) REFERENCES ordertimeout.stock (sku),
     CONSTRAINT purged_sales_qty_positive CHECK (qty > 0)
 );
 
@@ -37,11 +40,49 @@ COMMENT ON TABLE ordertimeout.purged_sales IS 'units per SKU that purged PAID an
 
 GRANT SELECT ON ordertimeout.purged_sales TO ordertimeout_admin;
 
--- What was purged before this migration: sold minus what the PAID and
--- REFUNDED orders left bought. That is exactly what purged orders bought
--- unless sold was already wrong, which the checks could not tell apart once
--- a paid order had been purged; a SKU with less sold than its paid orders
--- bought gets no row and stays a violation.
+-- The trigger function, here rather than generated below because the
+-- trigger needs it first (plpgsql/release.sql has the same text).
+CREATE FUNCTION ordertimeout._count_purged_sales()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO ordertimeout.purged_sales AS ps (sku, qty)
+    SELECT g.sku, sum(g.qty)
+    FROM gone AS g
+    JOIN ordertimeout.orders AS o ON o.order_id = g.order_id
+    WHERE o.status IN ('PAID', 'REFUNDED')
+    GROUP BY g.sku
+    ORDER BY g.sku
+    ON CONFLICT ON CONSTRAINT purged_sales_pkey DO UPDATE
+    SET qty = ps.qty + excluded.qty;
+    RETURN NULL;
+END
+$$;
+
+REVOKE ALL ON FUNCTION ordertimeout._count_purged_sales() FROM PUBLIC;
+
+-- The trigger (sql/triggers.sql). CREATE TRIGGER locks order_items in SHARE
+-- ROW EXCLUSIVE mode until this migration commits: it waits for every
+-- transaction that has inserted or deleted items (a purge of the version
+-- before, which counts nothing, among them) to end, and holds off new ones
+-- (create_order, purges) until the commit, for the time the fill below
+-- takes (one read of the paid orders' items). So the fill sees every purge
+-- that deleted items before, and the trigger counts every delete after,
+-- whatever version of purge_orders runs it.
+CREATE TRIGGER order_items_count_purged_sales
+    AFTER DELETE ON ordertimeout.order_items
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION ordertimeout._count_purged_sales();
+
+-- What was purged before: sold minus what the PAID and REFUNDED orders left
+-- bought. That is exactly what purged orders bought unless sold was already
+-- wrong, which the checks could not tell apart once a paid order had been
+-- purged; a SKU with less sold than its paid orders bought gets no row and
+-- stays a violation.
 INSERT INTO ordertimeout.purged_sales (sku, qty)
 SELECT s.sku, s.sold - coalesce(t.qty, 0)
 FROM ordertimeout.stock AS s
@@ -129,19 +170,9 @@ BEGIN
         RETURN 0;
     END IF;
 
-    -- 3. What the paid ones bought, which stock.sold keeps counting, added
-    -- to purged_sales (in sku order, the lock order of concurrent purges);
-    -- then every row about them, then the orders.
-    INSERT INTO ordertimeout.purged_sales AS ps (sku, qty)
-    SELECT i.sku, sum(i.qty)
-    FROM ordertimeout.order_items AS i
-    JOIN ordertimeout.orders AS o ON o.order_id = i.order_id
-    WHERE i.order_id = ANY (v_ids)
-      AND o.status IN ('PAID', 'REFUNDED')
-    GROUP BY i.sku
-    ORDER BY i.sku
-    ON CONFLICT ON CONSTRAINT purged_sales_pkey DO UPDATE
-    SET qty = ps.qty + excluded.qty;
+    -- 3. Every row about them, then the orders. The items go while their
+    -- orders are still there: the trigger on order_items adds what the paid
+    -- ones bought to purged_sales (_count_purged_sales).
     DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.payments AS p WHERE p.order_id = ANY (v_ids);
@@ -157,4 +188,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
-    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and adds what paid orders bought to purged_sales; returns how many';
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and what paid orders bought is added to purged_sales; returns how many';

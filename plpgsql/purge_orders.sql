@@ -6,7 +6,9 @@
 -- a decision.
 --
 -- Concurrency: candidates are locked FOR UPDATE SKIP LOCKED, so several
--- purges share the work and none waits for an order a payment holds. Every
+-- purges share the work and none waits for an order a payment holds; two
+-- purges of paid orders of the same SKUs wait for each other's purged_sales
+-- rows (taken in sku order) until the first commits. Every
 -- transition of an order takes its row lock first (FOR NO KEY UPDATE), which
 -- conflicts with ours: a confirm_payment that comes while we hold the order
 -- waits and then finds no order (OT120); one that came first is seen by the
@@ -97,19 +99,9 @@ BEGIN
         RETURN 0;
     END IF;
 
-    -- 3. What the paid ones bought, which stock.sold keeps counting, added
-    -- to purged_sales (in sku order, the lock order of concurrent purges);
-    -- then every row about them, then the orders.
-    INSERT INTO ordertimeout.purged_sales AS ps (sku, qty)
-    SELECT i.sku, sum(i.qty)
-    FROM ordertimeout.order_items AS i
-    JOIN ordertimeout.orders AS o ON o.order_id = i.order_id
-    WHERE i.order_id = ANY (v_ids)
-      AND o.status IN ('PAID', 'REFUNDED')
-    GROUP BY i.sku
-    ORDER BY i.sku
-    ON CONFLICT ON CONSTRAINT purged_sales_pkey DO UPDATE
-    SET qty = ps.qty + excluded.qty;
+    -- 3. Every row about them, then the orders. The items go while their
+    -- orders are still there: the trigger on order_items adds what the paid
+    -- ones bought to purged_sales (_count_purged_sales).
     DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.payments AS p WHERE p.order_id = ANY (v_ids);
@@ -125,4 +117,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
-    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and adds what paid orders bought to purged_sales; returns how many';
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and what paid orders bought is added to purged_sales; returns how many';

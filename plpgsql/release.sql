@@ -269,3 +269,32 @@ BEGIN
       AND r.reclaimed_at IS NULL;
 END
 $$;
+
+-- The trigger function of order_items_count_purged_sales (sql/triggers.sql):
+-- what the PAID and REFUNDED orders whose items a statement deleted had
+-- bought, added to purged_sales per SKU, in sku order (the lock order of
+-- concurrent purges). stock.sold keeps counting those units once the items
+-- are gone; purged_sales keeps "sold = what the paid orders bought"
+-- checkable. purge_orders deletes the items before their orders, so their
+-- status is still there to read. A trigger, not a statement of purge_orders,
+-- so that a purge of any version counts, also one that began before the
+-- migration that added it (000031) and deleted after it.
+CREATE FUNCTION ordertimeout._count_purged_sales()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO ordertimeout.purged_sales AS ps (sku, qty)
+    SELECT g.sku, sum(g.qty)
+    FROM gone AS g
+    JOIN ordertimeout.orders AS o ON o.order_id = g.order_id
+    WHERE o.status IN ('PAID', 'REFUNDED')
+    GROUP BY g.sku
+    ORDER BY g.sku
+    ON CONFLICT ON CONSTRAINT purged_sales_pkey DO UPDATE
+    SET qty = ps.qty + excluded.qty;
+    RETURN NULL;
+END
+$$;

@@ -56,4 +56,5 @@
 \ir ../plpgsql/resolve_conflict.sql
 \ir ../plpgsql/run_sweeper.sql
 \ir ../plpgsql/sweep_due.sql
+\ir triggers.sql
 \ir grants.sql

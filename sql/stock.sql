@@ -14,13 +14,14 @@ COMMENT ON TABLE ordertimeout.stock IS 'units per SKU: available to order, reser
 -- What purged orders bought: purge_orders deletes PAID and REFUNDED orders
 -- with their items, while stock.sold keeps counting their units. Adding them
 -- up here per SKU keeps "sold = what the paid orders bought" checkable after
--- a purge (the invariant checks, sidecar/invariant). Written only by
--- purge_orders, never on the order path.
+-- a purge (the invariant checks, sidecar/invariant). Written only by the
+-- trigger on order_items' deletes (sql/triggers.sql), never on the order
+-- path. No foreign key to stock: it would lock stock, which every order
+-- writes, while migration 000031 fills the table.
 CREATE TABLE ordertimeout.purged_sales (
     sku text   NOT NULL,
     qty bigint NOT NULL,
     CONSTRAINT purged_sales_pkey PRIMARY KEY (sku),
-    CONSTRAINT purged_sales_sku_in_stock FOREIGN KEY (sku) REFERENCES ordertimeout.stock (sku),
     CONSTRAINT purged_sales_qty_positive CHECK (qty > 0)
 );
 

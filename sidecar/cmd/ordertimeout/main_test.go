@@ -483,3 +483,57 @@ func TestPurgedSalesAcrossMigration31(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, report.OK(), report.String())
 }
+
+// TestPurgeAcrossMigration31: a purge_orders of the version before 000031,
+// which counts nothing in purged_sales, began before the migration and
+// deletes its paid order's items after the migration has committed. The
+// trigger of 000031 counts them (a statement of the new purge_orders would
+// not have run in the old body): sold still adds up. The old purge is held
+// before its deletes by a lock on conflicts, which its first query reads.
+func TestPurgeAcrossMigration31(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, url := databaseAt(t, 30)
+	sidecartest.CreateOrder(t, db, "mid-purge", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('mid-purge', 'p-mid-purge')")
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.orders SET paid_at = paid_at - interval '2 days'")
+
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, "LOCK TABLE ordertimeout.conflicts IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	type answer struct {
+		purged int64
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = db.QueryRow(ctx, "SELECT ordertimeout.purge_orders('1 day', 1000, '1 day')").Scan(&a.purged)
+		done <- a
+	}()
+	sidecartest.Eventually(t, 10*time.Second, "the old purge waiting on conflicts", func() (bool, error) {
+		var waiting bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE query LIKE '%purge_orders(''1 day''%' AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return waiting, err
+	})
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.NoError(t, holder.Commit(ctx))
+	select {
+	case a := <-done:
+		require.NoError(t, a.err, "the purge that ran across the migration")
+		require.Equal(t, int64(1), a.purged)
+	case <-time.After(30 * time.Second):
+		t.Fatal("purge_orders did not return within 30 s of the lock's release")
+	}
+	db.Reset()
+	require.Equal(t, int64(1), count(t, db, "SELECT qty FROM ordertimeout.purged_sales WHERE sku = 'A'"),
+		"the old purge's delete was counted by the trigger")
+	report, err := invariant.Check(ctx, db, invariant.Options{StockTotals: map[string]int64{"A": 1_000_000}})
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
+}
