@@ -92,9 +92,17 @@ BEGIN
         SELECT o.request INTO v_existing FROM ordertimeout.orders AS o WHERE o.order_id = create_order.order_id;
         IF NOT FOUND THEN
             SELECT h.coupon_id INTO v_coupon FROM ordertimeout.coupon_holds AS h WHERE h.order_id = create_order.order_id;
-            RAISE EXCEPTION 'order_id "%" belonged to an order that purge_orders deleted after it spent coupon "%": the hold is kept under that id, use another one',
-                create_order.order_id, v_coupon
-                USING ERRCODE = 'OT116';
+            IF FOUND THEN
+                RAISE EXCEPTION 'order_id "%" belonged to an order that purge_orders deleted after it spent coupon "%": the hold is kept under that id, use another one',
+                    create_order.order_id, v_coupon
+                    USING ERRCODE = 'OT116';
+            END IF;
+            -- The order that was there went between the INSERT and this
+            -- look (purged, without a spent coupon): the id is free, but
+            -- this call wrote nothing. A serialization failure, which
+            -- clients retry.
+            RAISE EXCEPTION 'order_id "%" was purged while this call looked at it: call again', create_order.order_id
+                USING ERRCODE = 'serialization_failure';
         END IF;
         IF v_existing = v_request THEN
             RETURN ordertimeout._order_state(create_order.order_id, false);

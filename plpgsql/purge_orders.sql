@@ -17,8 +17,9 @@
 --
 -- A paid order with a payment attempt still open (started, neither
 -- confirmed nor failed) waits, besides paid_older_than, until its
--- gateway_expire_at is as old: that attempt may bring money until then, and
--- the money must find the order (a double_payment conflict), not OT120.
+-- gateway_expire_at plus the settings' grace is as old: that attempt may
+-- bring money until then, and the money must find the order (a
+-- double_payment conflict), not OT120.
 --
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
@@ -39,6 +40,7 @@ DECLARE
     v_now         timestamptz := clock_timestamp();
     v_closed_cut  timestamptz;
     v_paid_cut    timestamptz;
+    v_grace       interval;
     v_locked      text[];
     v_ids         text[];
 BEGIN
@@ -50,6 +52,7 @@ BEGIN
     IF purge_orders.paid_older_than IS NOT NULL THEN
         PERFORM ordertimeout._check_retention('paid_older_than', purge_orders.paid_older_than, 'OT153');
         v_paid_cut := v_now - purge_orders.paid_older_than;
+        SELECT s.grace INTO v_grace FROM ordertimeout.settings AS s;
     END IF;
     v_closed_cut := v_now - purge_orders.closed_older_than;
 
@@ -75,7 +78,7 @@ BEGIN
                  AND o.paid_at < v_paid_cut
                  -- an attempt still open may bring money until the gateway's
                  -- expiry: it must find its order (a double payment)
-                 AND NOT (o.gateway_expire_at >= v_paid_cut
+                 AND NOT (coalesce(o.gateway_expire_at, '-infinity') + v_grace >= v_paid_cut
                           AND EXISTS (SELECT 1 FROM ordertimeout.payments AS p
                                        WHERE p.order_id = o.order_id AND p.status = 'started'))
                  AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k

@@ -160,8 +160,10 @@ BEGIN
         ELSIF v_pay.status = 'confirmed' THEN
             -- Confirmed without an amount (unverified): the gateway's amount
             -- is checked against the order's, when it has one.
+            -- An order without a currency takes any, as in _confirm_payment.
             IF v_pay.amount IS NULL AND v_order.amount IS NOT NULL
-               AND (v_order.amount <> v_amount OR v_order.currency IS DISTINCT FROM (v_row.value ->> 'currency')) THEN
+               AND (v_order.amount <> v_amount
+                    OR (v_order.currency IS NOT NULL AND v_order.currency <> (v_row.value ->> 'currency'))) THEN
                 outcome := 'amount_differs';
                 detail := format('confirmed here without an amount for an order of %s %s; the gateway settled %s %s',
                                  v_order.amount, coalesce(v_order.currency, ''), v_amount, v_row.value ->> 'currency');
