@@ -25,12 +25,10 @@ here in the period that the file does not list are reported
 conflicts are reported as known_conflict.
 
 Formats (--format):
-  csv     header exactly payment_id,order_id,amount,currency,status,time;
-          status paid or refunded; time RFC 3339 with a zone (offset -15:59
-          to +15:59, what PostgreSQL accepts); RFC 4180 quoting
   csv     header exactly the six fields
           payment_id,order_id,amount,currency,status,time;
-          status paid or refunded; time RFC 3339 with a zone; RFC 4180 quoting
+          status paid or refunded; time RFC 3339 with a zone (offset -15:59
+          to +15:59, what PostgreSQL accepts); RFC 4180 quoting
   wechat  WeChat Pay's trade bill (交易账单, bill_type ALL), as downloaded;
           its summary's 总交易单数 (plain digits) must count the rows
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -54,7 +53,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up)")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
-	f.Int(&gatewayRetries, "gateway-retries", gateway.DefaultRetries, "how many times a gateway request that finds the gateway unavailable is sent again at once, before its job snoozes: 2 is up to 3 requests; 0: no retry, one request; negative is refused")
+	f.Int(&gatewayRetries, "gateway-retries", gateway.DefaultRetries, "how many times a gateway request that finds the gateway unavailable is sent again at once, before its job snoozes: 2 is up to 3 requests; 0: no retry, one request (a negative value, the former way to say it, means the same)")
 	f.String(&cfg.WebhookURL, "webhook-url", "", "http(s) URL receiving webhooks (POST JSON) when settings.webhooks is on; needs --webhook-secret (or --webhook-unsigned); redirects are not followed")
 	f.String(&cfg.WebhookSecret, "webhook-secret", "", "secret signing webhooks (header Ordertimeout-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)")
 	f.Bool(&cfg.WebhookUnsigned, "webhook-unsigned", false, "send webhooks unsigned on purpose (without it, --webhook-url without --webhook-secret is refused)")
@@ -93,9 +92,9 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
-	case gatewayRetries < 0:
-		return fmt.Errorf("gateway-retries must not be negative, got %d (0: no retry)", gatewayRetries)
-	case gatewayRetries == 0:
+	case gatewayRetries <= 0:
+		// Negative was the only way to turn retries off before 0 meant it:
+		// kept, so that a deployment that says -1 still starts.
 		cfg.GatewayRetries = gateway.NoRetries
 	default:
 		cfg.GatewayRetries = gatewayRetries

@@ -283,7 +283,6 @@ func checkDuplicates(ts []Transaction) error {
 	return nil
 }
 
-// quote quotes s for an error message, cut to a readable length.
 // csvLine writes fields as one CSV record, quoted where needed, without its
 // line end: how a header looked in the file.
 func csvLine(fields []string) string {
@@ -294,6 +293,7 @@ func csvLine(fields []string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// quote quotes s for an error message, cut to a readable length.
 func quote(s string) string {
 	const limit = 80
 	if len(s) > limit {
