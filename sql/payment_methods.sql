@@ -12,7 +12,11 @@ CREATE TABLE ordertimeout.payment_methods (
     CONSTRAINT payment_methods_paying_window_in_range
         CHECK (paying_window > interval '0' AND paying_window <= interval '30 days'),
     CONSTRAINT payment_methods_late_payment_known
-        CHECK (late_payment IN ('reinstate', 'refund', 'manual'))
+        CHECK (late_payment IN ('reinstate', 'refund', 'manual')),
+    -- as settings_paying_window_plain_duration (sql/settings.sql)
+    CONSTRAINT payment_methods_paying_window_plain_duration
+        CHECK (date_trunc('month', paying_window) = interval '0' AND date_trunc('day', paying_window) >= interval '0'
+              AND paying_window - date_trunc('day', paying_window) >= interval '0')
 );
 
 COMMENT ON TABLE ordertimeout.payment_methods IS

@@ -27,7 +27,22 @@ CREATE TABLE ordertimeout.settings (
         CHECK (late_payment IN ('reinstate', 'refund', 'manual')),
     CONSTRAINT settings_remind_before_positive
         CHECK (remind_before IS NULL OR remind_before > interval '0'),
-    CONSTRAINT settings_paused_has_paused_at CHECK (NOT paused OR paused_at IS NOT NULL)
+    CONSTRAINT settings_paused_has_paused_at CHECK (NOT paused OR paused_at IS NOT NULL),
+    -- Days, hours, minutes and seconds only: no month part (a month has no
+    -- fixed length) and no negative part (a day is a calendar day, 23 or 25
+    -- hours across a daylight-saving change); configure() refuses both too.
+    CONSTRAINT settings_default_timeout_plain_duration
+        CHECK (date_trunc('month', default_timeout) = interval '0' AND date_trunc('day', default_timeout) >= interval '0'
+              AND default_timeout - date_trunc('day', default_timeout) >= interval '0'),
+    CONSTRAINT settings_grace_plain_duration
+        CHECK (date_trunc('month', grace) = interval '0' AND date_trunc('day', grace) >= interval '0'
+              AND grace - date_trunc('day', grace) >= interval '0'),
+    CONSTRAINT settings_paying_window_plain_duration
+        CHECK (date_trunc('month', paying_window) = interval '0' AND date_trunc('day', paying_window) >= interval '0'
+              AND paying_window - date_trunc('day', paying_window) >= interval '0'),
+    CONSTRAINT settings_remind_before_plain_duration
+        CHECK (date_trunc('month', remind_before) = interval '0' AND date_trunc('day', remind_before) >= interval '0'
+              AND remind_before - date_trunc('day', remind_before) >= interval '0')
 );
 
 COMMENT ON TABLE ordertimeout.settings IS 'the one row of settings; change it with ordertimeout.configure()';

@@ -34,7 +34,7 @@ Cancels unpaid orders on time, exactly once, and never a paid one.
 
 Subcommands:
   run          run the sidecar (the default when the first argument is a flag)
-  migrate      apply the embedded migrations: migrate up | down | version
+  migrate      apply the embedded migrations: migrate up | down | version | force
   status       print orders by state, the due backlog, cancel lag and conflicts
   pause        stop every timeout cancel (an incident at the gateway) until resume
   resume       let timeout cancels go on; the backlog drains at once

@@ -537,3 +537,27 @@ func TestPurgeAcrossMigration31(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, report.OK(), report.String())
 }
+
+// TestStoredIntervalsAcrossMigration33: a setting stored before 000029 with
+// a negative part stops migration 000033, which names it, until it is set
+// again; then the migration runs.
+func TestStoredIntervalsAcrossMigration33(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, url := databaseAt(t, 32)
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.settings SET grace = '1 day -23:59:00'")
+	err := realMain(ctx, []string{"migrate", "up", "--database-url", url})
+	require.ErrorContains(t, err, "settings.grace = 1 day -23:59:00 has a month or a negative part")
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "version", "--database-url", url}), "dirty")
+	// The failed migration rolled back: force the version before it, fix
+	// the value, migrate again.
+	require.NoError(t, realMain(ctx, []string{"migrate", "force", "32", "--database-url", url}))
+	db.Reset()
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(grace => '60 seconds')")
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	db.Reset()
+	var n int64
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_constraint
+		WHERE conname LIKE '%plain_duration'`).Scan(&n))
+	require.Equal(t, int64(5), n)
+}

@@ -19,7 +19,11 @@ ordertimeout schema) with golang-migrate.
   down N     roll back the last N migrations
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
-  version    print the applied version (and "dirty" after a failed migration)`
+  version    print the applied version (and "dirty" after a failed migration)
+  force N    record version N as applied and clean, running nothing: after a
+             migration failed (its transaction rolled back, and only the
+             dirty mark stays), force the version before it, fix what its
+             error names, and run up again`
 
 func migrateCmd(ctx context.Context, args []string) error {
 	var (
@@ -27,13 +31,13 @@ func migrateCmd(ctx context.Context, args []string) error {
 		all         bool
 		log         config.Logging
 	)
-	f := config.New("migrate", "ordertimeout migrate up|down N|down --all|version [flags]", migrateDescription)
+	f := config.New("migrate", "ordertimeout migrate up|down N|down --all|version|force N [flags]", migrateDescription)
 	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.Bool(&all, "all", false, "with down: roll back every migration")
 	log.AddFlags(f)
 	if len(args) == 0 {
 		f.PrintUsage(os.Stderr)
-		return errors.New("migrate: want up, down or version")
+		return errors.New("migrate: want up, down, version or force")
 	}
 	action, rest := args[0], args[1:]
 	if action == "-h" || action == "--help" || action == "-help" {
@@ -47,6 +51,17 @@ func migrateCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("migrate down: %q is not a positive number of migrations", rest[0])
 		}
 		steps, rest = n, rest[1:]
+	}
+	force := -1
+	if action == "force" {
+		if len(rest) == 0 || rest[0] == "" || rest[0][0] == '-' {
+			return errors.New("migrate force: give the version to record, such as 32")
+		}
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 0 {
+			return fmt.Errorf("migrate force: %q is not a migration version", rest[0])
+		}
+		force, rest = n, rest[1:]
 	}
 	if err := f.Parse(rest, os.Getenv); err != nil {
 		return err
@@ -82,8 +97,13 @@ func migrateCmd(ctx context.Context, args []string) error {
 		return printVersion(m, changed)
 	case "version":
 		return printVersion(m, false)
+	case "force":
+		if err := m.Force(force); err != nil {
+			return err
+		}
+		return printVersion(m, true)
 	default:
-		return fmt.Errorf("migrate: unknown action %q: want up, down or version", action)
+		return fmt.Errorf("migrate: unknown action %q: want up, down, version or force", action)
 	}
 }
 
@@ -97,7 +117,7 @@ func printVersion(m *migrator.Migrator, changed bool) error {
 		state = "changed"
 	}
 	if dirty {
-		fmt.Printf("version %d (dirty: a migration failed; fix it, then force the version)\n", v)
+		fmt.Printf("version %d (dirty: a migration failed; force the version before it, fix what its error names, migrate up)\n", v)
 		return errors.New("migrate: database is dirty")
 	}
 	fmt.Printf("version %d (%s)\n", v, state)

@@ -76,6 +76,20 @@ func (g *Migrator) Down(steps int) (changed bool, err error) {
 	return true, nil
 }
 
+// Force records version as applied and clean, without running anything: for
+// a database that a failed migration left dirty. PostgreSQL runs each
+// migration file in one transaction, so a failed one changed nothing but the
+// dirty mark, and the version to force is the one before it.
+func (g *Migrator) Force(version int) error {
+	if version < 0 {
+		return fmt.Errorf("migrate force: version must not be negative, got %d", version)
+	}
+	if err := g.m.Force(version); err != nil {
+		return fmt.Errorf("migrate force %d: %w", version, err)
+	}
+	return nil
+}
+
 // Version returns the applied version (0 when none) and whether a failed
 // migration left the database dirty.
 func (g *Migrator) Version() (version uint, dirty bool, err error) {
