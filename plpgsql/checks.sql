@@ -69,14 +69,16 @@ $$;
 -- 25 hours across a daylight-saving change in the session's TimeZone), so
 -- '1 day -23:30' compares as 30 minutes but can move a time back. With no
 -- negative part, an interval that compares as positive always moves a time
--- forward. Inlined.
+-- forward. Each field apart by date_trunc (the months, the months and days),
+-- the form of the tables' CHECKs (sql/settings.sql). Inlined.
 CREATE FUNCTION ordertimeout._has_negative_part(value interval)
 RETURNS boolean
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
 AS $$
-    SELECT extract(year FROM value) < 0 OR extract(month FROM value) < 0 OR extract(day FROM value) < 0
+    SELECT date_trunc('month', value) < interval '0'
+        OR date_trunc('day', value) - date_trunc('month', value) < interval '0'
         OR value - date_trunc('day', value) < interval '0'
 $$;
 
@@ -96,8 +98,7 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
     SELECT value IS NULL
-        OR (extract(month FROM value) = 0 AND extract(year FROM value) = 0
-            AND extract(day FROM value) >= 0 AND value - date_trunc('day', value) >= interval '0'
+        OR (date_trunc('month', value) = interval '0' AND NOT ordertimeout._has_negative_part(value)
             AND (value > interval '0' OR (allow_zero AND value = interval '0'))
             AND value <= max)
 $$;

@@ -122,12 +122,13 @@ $$;
 -- holds them: a live hold (neither used nor released) exists only for an
 -- order whose coupon_id or points_account is set, since create_order writes
 -- both in one transaction and nothing changes those columns. (A used coupon
--- hold outlives its order in purge_orders, and an order created again under
--- the purged id finds it there: it is used, so no statement below would match
--- it.) An order without them runs no statement on their tables. A caller
--- that does not say runs both, as every call did before migration 000023:
--- so does a confirm_payment of the version before, still running while that
--- migration commits, instead of failing on a function that is gone.
+-- hold outlives its order in purge_orders. create_order refuses that id since
+-- migration 000026 (OT116); an order created under it before finds the hold
+-- used, so no statement below matches it.) An order without them runs no
+-- statement on their tables. A caller that does not say runs both, as every
+-- call did before migration 000023: so does a confirm_payment of the version
+-- before, still running while that migration commits, instead of failing on
+-- a function that is gone.
 CREATE FUNCTION ordertimeout._consume(
     order_id text,
     at       timestamptz,
