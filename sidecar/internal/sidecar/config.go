@@ -236,12 +236,21 @@ func (cfg Config) withDefaults() (Config, error) {
 // fail as "unavailable" forever; with a query or fragment, the paths would
 // land in it. what names the URL and flag its flag in the error.
 func checkBaseURL(what, raw, flag string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
+	u, ok := httpURL(raw)
+	if !ok || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
 		return fmt.Errorf("%s %q must be an absolute http or https URL without a query or fragment (%s)", what, raw, flag)
 	}
 	return nil
+}
+
+// httpURL parses raw as an absolute http or https URL with a host: what the
+// gateway, Stripe and webhook URLs must all be.
+func httpURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
 }
 
 // checkWebhook refuses a webhook configuration that would send unsigned
@@ -250,8 +259,7 @@ func checkWebhook(cfg Config) error {
 	if cfg.WebhookURL == "" {
 		return nil
 	}
-	u, err := url.Parse(cfg.WebhookURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if _, ok := httpURL(cfg.WebhookURL); !ok {
 		return fmt.Errorf("webhook URL %q must be an absolute http or https URL (--webhook-url)", cfg.WebhookURL)
 	}
 	switch {
