@@ -30,7 +30,7 @@ Formats (--format):
           status paid or refunded; time RFC 3339 with a zone (offset -15:59
           to +15:59, what PostgreSQL accepts); RFC 4180 quoting
   wechat  WeChat Pay's trade bill (交易账单, bill_type ALL), as downloaded;
-          its summary's 总交易单数 (plain digits) must count the rows
+          its summary's 总交易单数 (backquoted, then plain digits) must count the rows
 
 The file is refused, with its line and field named, when it is larger than
 64 MiB or has more than 100000 transactions, has a wrong header, a malformed

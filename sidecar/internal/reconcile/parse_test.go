@@ -175,6 +175,7 @@ func TestParseWeChatErrors(t *testing.T) {
 		{"count negative zero", field(7, 0, "`-0"), 8, "总交易单数", "must be a count of plain digits"},
 		{"count with a space", field(7, 0, "` 5"), 8, "总交易单数", "must be a count of plain digits"},
 		{"count empty", field(7, 0, "`"), 8, "总交易单数", "must be a count of plain digits"},
+		{"count without its backquote", field(7, 0, "5"), 8, "总交易单数", "starts with a backquote"},
 		{"data after summary", strings.Join(append(append([]string(nil), lines...), lines[1]), "\r\n"), 9, "", "after the summary"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -222,8 +222,12 @@ func wxCheckSummary(cr interface {
 			return err
 		}
 	}
-	// Plain digits only: strconv.Atoi alone would take "+5" or "-0".
-	digits := strings.TrimPrefix(vals[0], "`")
+	// Backquoted like every bill field, then plain digits only: strconv.Atoi
+	// alone would take "+5" or "-0".
+	digits, ok := strings.CutPrefix(vals[0], "`")
+	if !ok {
+		return lineErr(vline, wxSummary, "a bill field starts with a backquote (`), got %s", quote(vals[0]))
+	}
 	n, err := strconv.Atoi(digits)
 	if err != nil || digits == "" || strings.Trim(digits, "0123456789") != "" {
 		return lineErr(vline, wxSummary, "must be a count of plain digits, got %s", quote(vals[0]))
