@@ -178,3 +178,63 @@ func orderRows(ctx context.Context, t *testing.T, db querier, orderID string) st
 		    (SELECT count(*)::text FROM river_job AS j WHERE j.args ->> 'order_id' = $1))`, orderID).Scan(&s))
 	return s
 }
+
+// TestOnePaymentIDUnderRepeatableRead: a caller that runs the API inside a
+// REPEATABLE READ (or SERIALIZABLE) transaction whose snapshot predates
+// another order's use of the payment_id cannot see that payment row, so the
+// function's own look passes; the upsert then meets the row and PostgreSQL
+// raises a serialization failure (40001) before anything is written, as the
+// README's Errors section says. The retry, in a new transaction, gets OT124.
+// One payment still pays one order.
+func TestOnePaymentIDUnderRepeatableRead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	totals := map[string]int64{"A": 100}
+	require.NoError(t, putStock(ctx, pool, totals))
+	conn := connect(ctx, t, url)
+
+	for i, call := range []string{
+		`SELECT ordertimeout.confirm_payment($1, $2, 10, 'EUR')`,
+		`SELECT ordertimeout.confirm_payment($1, $2)`,
+		`SELECT ordertimeout.begin_payment($1, $2)`,
+	} {
+		payment := fmt.Sprintf("RR-%d", i)
+		ids := [2]string{fmt.Sprintf("rr%d-first", i), fmt.Sprintf("rr%d-second", i)}
+		for _, id := range ids {
+			_, err := pool.Exec(ctx, `SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL,
+			                                                          '{"amount":10,"currency":"EUR"}')`, id)
+			require.NoError(t, err, call)
+		}
+		before := orderRows(ctx, t, pool, ids[1])
+
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT count(*) FROM ordertimeout.payments`) // takes the snapshot
+		require.NoError(t, err)
+		var answer string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment($1, $2, 10, 'EUR')`,
+			ids[0], payment).Scan(&answer))
+		require.Equal(t, "paid", answer)
+
+		_, err = tx.Exec(ctx, call, ids[1], payment)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s in an old snapshot answered %v, want 40001", call, err)
+		require.Equal(t, "40001", pgErr.Code, "%s: %s", call, pgErr.Message)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, before, orderRows(ctx, t, pool, ids[1]), "%s: nothing written", call)
+
+		tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, call, ids[1], payment)
+		require.True(t, errors.As(err, &pgErr), "%s retried answered %v, want OT124", call, err)
+		require.Equal(t, sqlstate.PaymentOfOtherOrder, pgErr.Code, "%s: %s", call, pgErr.Message)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, before, orderRows(ctx, t, pool, ids[1]), "%s: nothing written", call)
+	}
+	report, err := invariant.Check(ctx, pool, invariant.Options{StockTotals: totals})
+	require.NoError(t, err)
+	require.True(t, report.OK(), report.String())
+}
