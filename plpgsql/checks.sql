@@ -47,7 +47,11 @@ AS $$
 $$;
 
 -- Raises OT126 unless amount, an amount of money, is NULL or a finite number
--- from 0 to below 10^15. field names the argument in the message.
+-- from 0 to below 10^15 with at most 6 decimal places (trailing zeros aside:
+-- 10.500000000 is 10.5), the grammar of the gateway's amounts
+-- (_parse_amount, and the sidecar's): an amount no gateway can write could
+-- never be matched by a payment check or a reconciliation. field names the
+-- argument in the message.
 CREATE FUNCTION ordertimeout._check_amount(field text, amount numeric)
 RETURNS void
 LANGUAGE plpgsql
@@ -55,10 +59,18 @@ IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF amount IS NULL THEN
+        RETURN;
+    END IF;
     -- 'NaN' >= 0 is true, and NaN sorts above every number: the upper bound
     -- is what refuses NaN and Infinity.
-    IF amount IS NOT NULL AND NOT (amount >= 0 AND amount < 1000000000000000) THEN
+    IF NOT (amount >= 0 AND amount < 1000000000000000) THEN
         RAISE EXCEPTION '% must be a finite number from 0 to below 10^15, got %', field, amount
+            USING ERRCODE = 'OT126';
+    END IF;
+    IF min_scale(amount) > 6 THEN
+        RAISE EXCEPTION '% must have at most 6 decimal places, got %', field,
+            CASE WHEN length(amount::text) > 40 THEN left(amount::text, 40) || '...' ELSE amount::text END
             USING ERRCODE = 'OT126';
     END IF;
 END

@@ -16,8 +16,9 @@ import (
 // claimed, made at the gateway and recorded, with failures in between.
 
 // badAmounts are amounts confirm_payment and create_order must refuse with
-// OT126, writing nothing: not finite, negative, or 10^15 and more.
-var badAmounts = []string{"NaN", "Infinity", "-Infinity", "-0.01", "-1e-20", "1000000000000000", "1e15", "1e400"}
+// OT126, writing nothing: not finite, negative, 10^15 and more, or with more
+// than 6 decimal places.
+var badAmounts = []string{"NaN", "Infinity", "-Infinity", "-0.01", "-1e-20", "1000000000000000", "1e15", "1e400", "0.0000001", "1e-400"}
 
 // badCurrencies are currencies confirm_payment must refuse with OT128.
 var badCurrencies = []string{"eur", "EURO", "EU", "E1R", "€UR", " USD", "USD\n"}
