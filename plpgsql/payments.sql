@@ -206,8 +206,18 @@ DECLARE
     v_job_id  bigint;
     v_cancel  timestamptz;
 BEGIN
-    IF EXISTS (SELECT 1 FROM ordertimeout.payments AS p
-                WHERE p.order_id = _back_to_pending.order_id AND p.status = 'started') THEN
+    -- Locked, not only read: an attempt ends (fail_payment, or a conflict
+    -- while another attempt is in flight) without touching the order row, so
+    -- the order's lock does not make a REPEATABLE READ or SERIALIZABLE
+    -- caller's snapshot current for its payments. Locking a started attempt
+    -- that another transaction has ended since the snapshot raises 40001
+    -- there; read committed re-reads the row and passes it over.
+    PERFORM 1
+    FROM ordertimeout.payments AS p
+    WHERE p.order_id = _back_to_pending.order_id
+      AND p.status = 'started'
+    FOR SHARE;
+    IF FOUND THEN
         RETURN false;
     END IF;
 
