@@ -166,12 +166,19 @@ BEGIN
     -- order goes back to CANCELLED (close_cancelled closes it again once the
     -- conflict is resolved). Touching the row of a CANCELLED order makes a
     -- concurrent close_cancelled under REPEATABLE READ fail rather than
-    -- close it past this conflict.
+    -- close it past this conflict; the row of a PAID or REFUNDED order is
+    -- touched for the same reason: a concurrent purge_orders under
+    -- REPEATABLE READ then fails with 40001 instead of deleting the order
+    -- around a conflict and payment its snapshot does not see (23503).
     IF v_status IN ('CANCELLED', 'CLOSED') THEN
         UPDATE ordertimeout.orders AS o
         SET status = 'CANCELLED',
             closed_at = NULL,
             deadline_version = o.deadline_version + 1
+        WHERE o.order_id = _confirm_payment.order_id;
+    ELSIF v_status IN ('PAID', 'REFUNDED') THEN
+        UPDATE ordertimeout.orders AS o
+        SET deadline_version = o.deadline_version + 1
         WHERE o.order_id = _confirm_payment.order_id;
     END IF;
     PERFORM ordertimeout._log_event(_confirm_payment.order_id, v_status,

@@ -94,3 +94,45 @@ func TestLastAttemptEndsUnderSnapshot(t *testing.T) {
 			"%s: the PENDING order has a timer row", c.name)
 	}
 }
+
+// TestPurgeUnderSnapshotMeetsADoublePayment: purge_orders in a REPEATABLE READ
+// transaction whose snapshot was taken before a double payment of a PAID
+// order committed. confirm_payment records that conflict (and its payments
+// row) without touching the order row, so the purge locks the order, finds
+// no open conflict in its snapshot, and deletes the rows it sees: the new
+// conflict and payment are not among them, and the order's DELETE failed
+// with a raw foreign-key violation (23503), which no client retries. It
+// must fail with a serialization failure (40001) and keep the order and its
+// conflict.
+func TestPurgeUnderSnapshotMeetsADoublePayment(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	for _, sql := range []string{
+		`SELECT ordertimeout.put_stock('A', 100)`,
+		`SELECT ordertimeout.create_order('paid', '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+		`SELECT ordertimeout.confirm_payment('paid', 'paid-p1', 10, 'EUR')`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+
+	purger := connect(ctx, t, url)
+	tx, err := purger.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	require.Equal(t, 1, queryInt(ctx, t, tx, `SELECT count(*)::integer FROM ordertimeout.orders`), "the snapshot is taken")
+
+	var answer string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('paid', 'paid-p2', 10, 'EUR')`).Scan(&answer))
+	require.Equal(t, "conflict", answer)
+
+	var purged int
+	err = tx.QueryRow(ctx, `SELECT ordertimeout.purge_orders(interval '1 day', 10, interval '0')`).Scan(&purged)
+	_ = tx.Rollback(ctx)
+	require.Error(t, err, "purged %d orders, one with an open conflict committed after the snapshot", purged)
+	require.Equal(t, sqlstate.SerializationFailure, sqlstate.Code(err), "%v", err)
+	require.Equal(t, 1, queryInt(ctx, t, pool,
+		`SELECT count(*)::integer FROM ordertimeout.conflicts WHERE order_id = 'paid' AND resolution IS NULL`))
+}
