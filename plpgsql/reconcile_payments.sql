@@ -136,6 +136,23 @@ BEGIN
     END IF;
 
     -- 2. Each gateway transaction against what this database knows.
+    -- First the rows of the orders whose lost callbacks this call may
+    -- confirm, in order_id order, all before any stock row: confirming one
+    -- after the other would take order A, A's stock rows, then order B,
+    -- and deadlock with a confirm_payment of B waiting for A's stock (the
+    -- lock order is order rows, then stock rows).
+    PERFORM 1
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id IN (
+              SELECT r ->> 'order_id'
+              FROM jsonb_array_elements(v_rows) AS r
+              LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r ->> 'payment_id'
+              WHERE r ->> 'status' = 'paid'
+                AND (p.payment_id IS NULL
+                     OR (p.order_id = r ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded'))))
+    ORDER BY o.order_id
+    FOR NO KEY UPDATE;
+
     FOR v_row IN SELECT r AS value FROM jsonb_array_elements(v_rows) AS r ORDER BY (r ->> 'line')::integer LOOP
         line := (v_row.value ->> 'line')::integer;
         payment_id := v_row.value ->> 'payment_id';

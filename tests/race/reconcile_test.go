@@ -1,0 +1,80 @@
+package race_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+// TestReconcileDoesNotDeadlockWithAPayment: reconcile_payments confirms the
+// lost callbacks of a period one line after the other in one transaction:
+// order A's row, A's stock rows (the sale), then order B's row. That is not
+// the lock order of every other function (order rows, then stock rows), so a
+// confirm_payment of B, a single call in its own transaction, that holds B
+// and then needs the stock row reconcile took for A, deadlocks with it
+// (40P01): one of the two fails, the gateway callback or the reconciliation.
+//
+// The interleaving is built: an extend_deadline of B in an open transaction
+// holds B's row; confirm_payment(B) queues on it, then reconcile_payments
+// (having confirmed A) queues behind it; the extend commits, B goes to the
+// confirmation, which then waits for the stock row that reconcile holds.
+func TestReconcileDoesNotDeadlockWithAPayment(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	for _, sql := range []string{
+		`SELECT ordertimeout.put_stock('S', 100)`,
+		`SELECT ordertimeout.create_order('rA', '[{"sku":"S","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+		`SELECT ordertimeout.create_order('rB', '[{"sku":"S","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	holder, payer, reconciler := connect(ctx, t, url), connect(ctx, t, url), connect(ctx, t, url)
+	var payerPID, reconcilerPID int
+	require.NoError(t, payer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&payerPID))
+	require.NoError(t, reconciler.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&reconcilerPID))
+	waiting := `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`
+
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT ordertimeout.extend_deadline('rB', interval '1 minute')`)
+	require.NoError(t, err)
+
+	paid := make(chan error, 1)
+	go func() {
+		var answer string
+		err := payer.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('rB', 'rB-cb', 10, 'EUR')`).Scan(&answer)
+		paid <- err
+	}()
+	require.NoError(t, waitFor(ctx, pool, waiting, payerPID))
+
+	reconciled := make(chan error, 1)
+	go func() {
+		rows, err := reconciler.Query(ctx, `SELECT outcome FROM ordertimeout.reconcile_payments($1::jsonb,
+			now() - interval '1 hour', now() + interval '1 hour', false)`,
+			`[{"payment_id":"rA-gw","order_id":"rA","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"},
+			  {"payment_id":"rB-gw","order_id":"rB","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}]`)
+		if err == nil {
+			for rows.Next() {
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		reconciled <- err
+	}()
+	// reconcile has confirmed A (its stock row is locked) and waits for B.
+	require.NoError(t, waitFor(ctx, pool, waiting, reconcilerPID))
+	require.NoError(t, tx.Commit(ctx))
+
+	errPay, errRec := <-paid, <-reconciled
+	require.NoError(t, errPay, "confirm_payment of B")
+	require.NoError(t, errRec, "reconcile_payments")
+	require.Equal(t, "PAID", status(ctx, t, pool, "rA"))
+	require.Equal(t, "PAID", status(ctx, t, pool, "rB"))
+}
