@@ -203,6 +203,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName()
 	}
+	// The database's bounds: sweep_due refuses any other batch (OT140) and
+	// plan_sleep any other pause (OT141). A sidecar started with such a
+	// value would fail every sweep, or sleep the whole value after each.
+	if cfg.SweepBatch < 0 || cfg.SweepBatch > sweep.MaxBatch {
+		return Config{}, fmt.Errorf("sweep-batch must be between 1 and %d (what sweep_due takes), got %d (--sweep-batch)", sweep.MaxBatch, cfg.SweepBatch)
+	}
+	if cfg.MaxSleep < 0 || cfg.MaxSleep > sweep.MaxMaxSleep {
+		return Config{}, fmt.Errorf("max-sleep must be more than 0 and at most %s (what plan_sleep takes), got %s (--max-sleep)", sweep.MaxMaxSleep, cfg.MaxSleep)
+	}
 	if cfg.MaxWorkers <= 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
 	}

@@ -26,6 +26,11 @@ const (
 	DefaultBatch    = 1000
 	DefaultSessions = 2
 	DefaultMaxSleep = time.Second
+
+	// MaxBatch is the largest Batch: sweep_due refuses more (OT140).
+	MaxBatch = 100000
+	// MaxMaxSleep is the longest MaxSleep: plan_sleep refuses more (OT141).
+	MaxMaxSleep = time.Hour
 )
 
 const (

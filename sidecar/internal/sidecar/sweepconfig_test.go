@@ -1,0 +1,58 @@
+package sidecar_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+)
+
+// A --sweep-batch or --max-sleep the database refuses (sweep_due takes 1 to
+// 100,000 orders, plan_sleep 0 to 1 hour) must stop the sidecar from
+// starting. Before, it started, answered /readyz, and then every sweep
+// failed with OT140 (nothing was ever cancelled by a timeout), or every
+// plan_sleep failed with OT141 and the sweeper slept the whole --max-sleep
+// after each sweep (an order due in 300 ms waited up to that long).
+func TestNewRefusesSweepSettingsTheDatabaseRefuses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		set  func(*sidecar.Config)
+		flag string
+	}{
+		{"batch above 100000", func(c *sidecar.Config) { c.SweepBatch = 100001 }, "--sweep-batch"},
+		{"max sleep above 1h", func(c *sidecar.Config) { c.MaxSleep = 2 * time.Hour }, "--max-sleep"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			cfg := e.config("s1")
+			c.set(&cfg)
+			s, err := sidecar.New(t.Context(), cfg)
+			if err == nil {
+				// What such a sidecar does: it runs and looks ready, and
+				// the order is not cancelled on time.
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- s.Run(ctx) }()
+				t.Cleanup(func() { cancel(); <-done })
+				sidecartest.CreateOrder(t, e.db, "O1", 300*time.Millisecond, `{"precheck": "never"}`)
+				deadline := time.Now().Add(5 * time.Second)
+				for time.Now().Before(deadline) && sidecartest.Status(t, e.db, "O1") != "CANCELLED" {
+					time.Sleep(20 * time.Millisecond) // polling a database condition
+				}
+				t.Fatalf("sidecar.New accepted %s; the order due in 300 ms is %s 5 s later", c.flag, sidecartest.Status(t, e.db, "O1"))
+			}
+			require.ErrorContains(t, err, c.flag)
+		})
+	}
+	// The bounds themselves are accepted.
+	e := newEnv(t, false)
+	cfg := e.config("s1")
+	cfg.SweepBatch, cfg.MaxSleep = 100000, time.Hour
+	sidecartest.Start(t, cfg)
+}
