@@ -18,11 +18,8 @@ BEGIN
     PERFORM ordertimeout._check_max(open_conflicts.max);
     RETURN QUERY
     SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state,
-           coalesce(m.late_payment, s.late_payment)
-    FROM ordertimeout.conflicts AS c
-    JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
-    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method
-    CROSS JOIN ordertimeout.settings AS s
+           c.late_payment
+    FROM ordertimeout._conflicts_with_policy AS c
     WHERE c.resolution IS NULL
     ORDER BY c.detected_at, c.conflict_id
     LIMIT open_conflicts.max;

@@ -34,6 +34,8 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text),
     ordertimeout.reconcile_watermark(text),
     ordertimeout.open_conflicts(integer),
+    ordertimeout.conflicts_to_resolve(integer),
+    ordertimeout.conflict_info(bigint),
     ordertimeout.close_cancelled(interval, integer)
 TO ordertimeout_sidecar, ordertimeout_admin;
 

@@ -35,6 +35,8 @@
 \ir ../plpgsql/close_cancelled.sql
 \ir ../plpgsql/configure.sql
 \ir ../plpgsql/confirm_payment.sql
+\ir ../plpgsql/conflict_info.sql
+\ir ../plpgsql/conflicts_to_resolve.sql
 \ir ../plpgsql/create_order.sql
 \ir ../plpgsql/extend_deadline.sql
 \ir ../plpgsql/fail_payment.sql

@@ -52,3 +52,26 @@ WHERE e.cause IN ('timeout', 'sweep')
 
 COMMENT ON VIEW ordertimeout.cancel_lag IS
     'how late each timeout cancel came (cancelled_at - cancel_at), by database timestamps; filter on at';
+
+-- Every conflict with the late-payment policy that applies to it: its
+-- order's payment method's, else the settings'. Private: read through
+-- open_conflicts, conflicts_to_resolve and conflict_info.
+CREATE VIEW ordertimeout._conflicts_with_policy AS
+SELECT
+    c.conflict_id,
+    c.order_id,
+    c.payment_id,
+    c.kind,
+    c.amount,
+    c.detected_at,
+    c.currency,
+    c.state,
+    coalesce(m.late_payment, s.late_payment) AS late_payment,
+    c.resolution
+FROM ordertimeout.conflicts AS c
+JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
+LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method
+CROSS JOIN ordertimeout.settings AS s;
+
+COMMENT ON VIEW ordertimeout._conflicts_with_policy IS
+    'every conflict with the late-payment policy that applies to it (the payment method''s, else the settings'')';

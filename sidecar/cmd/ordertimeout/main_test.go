@@ -432,8 +432,29 @@ func TestConfirmPaymentAcrossMigration23(t *testing.T) {
 		return waiting, err
 	})
 
-	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	// Up to the head, which may hold later migrations that wait for the
+	// lock on conflicts (000039's view reads the table): the lock is
+	// released once 000031 has committed, then both finish.
+	migrated := make(chan error, 1)
+	go func() { migrated <- realMain(ctx, []string{"migrate", "up", "--database-url", url}) }()
+	sidecartest.Eventually(t, 30*time.Second, "migration 000031 committed", func() (bool, error) {
+		select {
+		case err := <-migrated:
+			migrated <- err
+			return true, nil
+		default:
+		}
+		var committed bool
+		err := db.QueryRow(ctx, `SELECT version > 31 OR (version = 31 AND NOT dirty) FROM schema_migrations`).Scan(&committed)
+		return committed, err
+	})
 	require.NoError(t, holder.Commit(ctx))
+	select {
+	case err := <-migrated:
+		require.NoError(t, err, "migrate up")
+	case <-time.After(60 * time.Second):
+		t.Fatal("migrate up did not return within 60 s of the lock's release")
+	}
 	select {
 	case a := <-done:
 		require.NoError(t, a.err, "the confirm_payment that ran across the migration")
@@ -521,8 +542,29 @@ func TestPurgeAcrossMigration31(t *testing.T) {
 		return waiting, err
 	})
 
-	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	// Up to the head, which may hold later migrations that wait for the
+	// lock on conflicts (000039's view reads the table): the lock is
+	// released once 000031 has committed, then both finish.
+	migrated := make(chan error, 1)
+	go func() { migrated <- realMain(ctx, []string{"migrate", "up", "--database-url", url}) }()
+	sidecartest.Eventually(t, 30*time.Second, "migration 000031 committed", func() (bool, error) {
+		select {
+		case err := <-migrated:
+			migrated <- err
+			return true, nil
+		default:
+		}
+		var committed bool
+		err := db.QueryRow(ctx, `SELECT version > 31 OR (version = 31 AND NOT dirty) FROM schema_migrations`).Scan(&committed)
+		return committed, err
+	})
 	require.NoError(t, holder.Commit(ctx))
+	select {
+	case err := <-migrated:
+		require.NoError(t, err, "migrate up")
+	case <-time.After(60 * time.Second):
+		t.Fatal("migrate up did not return within 60 s of the lock's release")
+	}
 	select {
 	case a := <-done:
 		require.NoError(t, a.err, "the purge that ran across the migration")

@@ -181,10 +181,11 @@ func (l *Listener) scanLoop(ctx context.Context) {
 }
 
 // queue inserts a resolve job for each conflict that needs the sidecar (up to
-// Backlog) and returns how many it asked for: every conflict claimed for a
-// refund, and the open ones unless their policy leaves them to a person
-// (late_payment manual, the payment method's or the settings'), which would
-// only make jobs that do nothing.
+// Backlog, oldest first) and returns how many it asked for: every conflict
+// claimed for a refund, and the open ones unless their policy leaves them to
+// a person (late_payment manual, the payment method's or the settings'),
+// which would only make jobs that do nothing. conflicts_to_resolve applies
+// the limit to these alone, so conflicts left to a person never hide them.
 func (l *Listener) queue(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }) (int, error) {
@@ -194,9 +195,7 @@ func (l *Listener) queue(ctx context.Context, db interface {
 	}
 	rows, err := db.Query(ctx, `
 		SELECT c.conflict_id
-		  FROM ordertimeout.open_conflicts($1) AS c
-		 WHERE c.state = 'refunding'
-		    OR c.late_payment <> 'manual'`, limit)
+		  FROM ordertimeout.conflicts_to_resolve($1) AS c`, limit)
 	if err != nil {
 		return 0, fmt.Errorf("read open conflicts: %w", err)
 	}

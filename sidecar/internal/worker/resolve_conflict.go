@@ -66,7 +66,7 @@ type ResolveConflictWorker struct {
 	*Deps
 }
 
-// conflict is one row of ordertimeout.open_conflicts.
+// conflict is the row of ordertimeout.conflict_info.
 type conflict struct {
 	OrderID   string
 	PaymentID string
@@ -82,18 +82,17 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	id := job.Args.ConflictID
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "conflict_id", id)
 
-	// Only unresolved conflicts are listed: one not found is resolved
-	// already (or unknown), and there is nothing to do.
+	// A conflict resolved already, or unknown (its order purged since), has
+	// nothing left to do.
 	var c conflict
 	found, err := queryOne(ctx, w.Pool,
 		`SELECT order_id, payment_id, kind, amount::text, currency, state, late_payment
-		   FROM ordertimeout.open_conflicts(100000)
-		  WHERE conflict_id = $1`,
+		   FROM ordertimeout.conflict_info($1)`,
 		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 	}
-	if !found {
+	if !found || c.State == "resolved" {
 		w.outcome(job.Kind, "already_resolved")
 		return nil
 	}
