@@ -361,7 +361,12 @@ func TestPauseAndResume(t *testing.T) {
 		if headers == nil {
 			headers = map[string]string{"Origin": site.URL}
 		}
-		return site.do(t, http.MethodPost, "/console/settings/pause", who, url.Values{"csrf": {token}, "paused": {paused}}, headers)
+		form := url.Values{"csrf": {token}, "paused": {paused}}
+		if paused == "false" {
+			// The pause the page shows, as its Resume form sends it.
+			form.Set("paused_at", pauseForm(t, site).Get("paused_at"))
+		}
+		return site.do(t, http.MethodPost, "/console/settings/pause", who, form, headers)
 	}
 	isPaused := func() bool {
 		var p bool

@@ -405,13 +405,43 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, `The form must say paused "true" or "false".`)
 		return
 	}
+	// A Resume ends the pause its page showed, not one that began since
+	// (a second incident): the form says when the pause it shows began.
+	var shownSince time.Time
+	if !paused {
+		var err error
+		if shownSince, err = time.Parse(time.RFC3339Nano, r.PostForm.Get("paused_at")); err != nil {
+			h.fail(w, r, http.StatusBadRequest, "The form does not say which pause it resumes: reload the settings page.")
+			return
+		}
+	}
+	var other pauseShown
 	err := h.act(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT ordertimeout.configure(paused => $1)`, paused)
-		return err
+		// configure locks the settings row; on a resume it keeps paused_at.
+		err := tx.QueryRow(ctx, `SELECT paused_at, paused_by FROM ordertimeout.configure(paused => $1)`, paused).
+			Scan(&other.At, &other.By)
+		if err != nil {
+			return err
+		}
+		if !paused && (other.At == nil || !other.At.Equal(shownSince)) {
+			return errOtherPause
+		}
+		return nil
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
 		switch {
+		case errors.Is(err, errOtherPause):
+			msg := "Not resumed: the pause this page showed has ended"
+			if other.At != nil {
+				msg += fmt.Sprintf(", and another began at %s", formatTime(other.At))
+				if other.By != nil {
+					msg += " by " + *other.By
+				}
+			}
+			msg += ". Read why before you resume it."
+			h.logger.Warn("console: stale resume refused", "user", u.Name, "shown_paused_at", shownSince)
+			h.renderSettings(w, r, http.StatusConflict, page{Title: "Settings", Error: msg})
 		case isPermissionDenied(err):
 			h.renderSettings(w, r, http.StatusForbidden, page{Title: "Settings", Error: "The console's database role may not change settings: pausing needs ordertimeout_admin (start the sidecar with --console-database-url naming such a role), or run `ordertimeout pause` / `resume`."})
 		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT):
@@ -423,6 +453,15 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logger.Warn("console: pause switched", "user", u.Name, "paused", paused)
 	http.Redirect(w, r, fmt.Sprintf("%ssettings?paused=%t", Prefix, paused), http.StatusSeeOther)
+}
+
+// errOtherPause rolls back a Resume sent from a page that showed another
+// pause than the one that holds.
+var errOtherPause = errors.New("console: the pause shown is not the one that holds")
+
+type pauseShown struct {
+	At *time.Time
+	By *string
 }
 
 type orderItem struct {
@@ -654,6 +693,9 @@ type setting struct {
 type settingsData struct {
 	List   []setting
 	Paused bool
+	// PausedAt is when the pause shown began (settings.paused_at as JSON
+	// text): a Resume sends it back, and ends only that pause.
+	PausedAt string
 }
 
 func (h *Handler) settings(w http.ResponseWriter, r *http.Request) {
@@ -694,6 +736,9 @@ func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status 
 	for _, s := range list {
 		if s.Name == "paused" && s.Value != nil && *s.Value == "true" {
 			d.Paused = true
+		}
+		if s.Name == "paused_at" && s.Value != nil {
+			d.PausedAt = *s.Value
 		}
 	}
 	p.Data = d
