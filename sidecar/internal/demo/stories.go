@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -170,15 +171,22 @@ type event struct {
 // loadEvents returns an order's history, oldest first.
 func loadEvents(ctx context.Context, db *pgxpool.Pool, orderID string) ([]event, error) {
 	rows, err := db.Query(ctx, `
-SELECT coalesce(from_status, ''), to_status, cause, actor, lateness, at, coalesce(detail, '{}')
+SELECT coalesce(from_status, ''), to_status, cause, actor, lateness, at, coalesce(detail, '{}')::text
 FROM ordertimeout.order_events($1)`, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", orderID, err)
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
 		var e event
-		err := row.Scan(&e.from, &e.to, &e.cause, &e.actor, &e.lateness, &e.at, &e.detail)
-		return e, err
+		var detail string
+		if err := row.Scan(&e.from, &e.to, &e.cause, &e.actor, &e.lateness, &e.at, &detail); err != nil {
+			return e, err
+		}
+		// Numbers stay as the database wrote them: an amount through
+		// float64 loses its scale (9.00 → 9) and, past 2^53, its digits.
+		dec := json.NewDecoder(strings.NewReader(detail))
+		dec.UseNumber()
+		return e, dec.Decode(&e.detail)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", orderID, err)
