@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -257,8 +258,13 @@ func parseCSV(data []byte) (*File, error) {
 // parseRFC3339 reads a time with a zone whose offset PostgreSQL accepts (at
 // most 15:59 east or west of UTC), at most microseconds.
 func parseRFC3339(line int, field, s string) (time.Time, error) {
+	// time.Parse alone is laxer than RFC 3339: it reads a zone minute of
+	// 60 ("+00:60") as the next hour and takes a comma before the fraction.
+	if !rfc3339Shape.MatchString(s) {
+		return time.Time{}, lineErr(line, field, "must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || !strings.ContainsAny(s[min(len(s), 19):], "Z+-") {
+	if err != nil {
 		return time.Time{}, lineErr(line, field, "must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
 	}
 	if t.Nanosecond()%1000 != 0 {
@@ -269,6 +275,11 @@ func parseRFC3339(line int, field, s string) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// rfc3339Shape is RFC 3339's date-time: two-digit fields, a period before
+// the fraction, a zone of Z or ±hh:mm with minutes below 60 (the values'
+// ranges are time.Parse's to check).
+var rfc3339Shape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-5][0-9])$`)
 
 // checkDuplicates refuses a payment listed twice with the same status.
 func checkDuplicates(ts []Transaction) error {

@@ -104,7 +104,7 @@ func TestParseCSVErrors(t *testing.T) {
 			`zone offset must be from -15:59 to +15:59 (what PostgreSQL accepts), got +16:00, in "2026-12-04T03:25:10+16:00"`},
 		{"zone offset -16:00", h + "P1,A1,1.00,EUR,paid,2026-12-04T03:25:10-16:00\n", 2, "time", "got -16:00"},
 		{"zone offset +23:59", h + "P1,A1,1.00,EUR,paid,2026-12-04T03:25:10+23:59\n", 2, "time", "got +23:59"},
-		{"zone offset +15:60", h + "P1,A1,1.00,EUR,paid,2026-12-04T03:25:10+15:60\n", 2, "time", "got +16:00"},
+		{"zone offset +15:60", h + "P1,A1,1.00,EUR,paid,2026-12-04T03:25:10+15:60\n", 2, "time", "RFC 3339"},
 		{"control character", h + "P1,\"A\x1b[2J\",1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "control character"},
 		{"newline in a quoted field", h + "\"P\n1\",A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "payment_id", "control character"},
 		{"bidi override", h + "P1,A\u202e1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "control character"},
