@@ -194,16 +194,32 @@ type conflictsData struct {
 }
 
 func (h *Handler) conflicts(w http.ResponseWriter, r *http.Request) {
-	p := page{Title: "Conflicts"}
+	h.renderConflicts(w, r, http.StatusOK, page{Title: "Conflicts"})
+}
+
+// resolvedFlash is the message of the redirect after a resolution, from
+// the URL: anyone can write one, so it is shown only when the open
+// conflicts agree (a resolved one is not open; a refund claimed is not
+// open any more).
+func resolvedFlash(r *http.Request, open []openConflict) string {
 	q := r.URL.Query()
-	if id, err := strconv.ParseInt(q.Get("resolved"), 10, 64); err == nil && id > 0 {
-		if outcome := q.Get("outcome"); outcome == "reinstated" || outcome == "manual" || outcome == "refunded" {
-			p.Info = fmt.Sprintf("Conflict %d resolved: %s.", id, outcome)
-		} else if outcome == "refunding" {
-			p.Info = fmt.Sprintf("Conflict %d is claimed for a refund: the sidecar refunds it at the gateway and records it.", id)
+	id, err := strconv.ParseInt(q.Get("resolved"), 10, 64)
+	if err != nil || id <= 0 {
+		return ""
+	}
+	state := "resolved"
+	for _, c := range open {
+		if c.ID == id {
+			state = c.State
 		}
 	}
-	h.renderConflicts(w, r, http.StatusOK, p)
+	switch outcome := q.Get("outcome"); {
+	case (outcome == "reinstated" || outcome == "manual" || outcome == "refunded") && state == "resolved":
+		return fmt.Sprintf("Conflict %d resolved: %s.", id, outcome)
+	case outcome == "refunding" && (state == "refunding" || state == "resolved"):
+		return fmt.Sprintf("Conflict %d is claimed for a refund: the sidecar refunds it at the gateway and records it.", id)
+	}
+	return ""
 }
 
 func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status int, p page) {
@@ -237,6 +253,10 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 	if err := rows.Err(); err != nil {
 		h.dbFail(w, r, "read the open conflicts", err)
 		return
+	}
+	if p.Error == "" && p.Info == "" {
+		// All of them: one past the shown 200 is still open.
+		p.Info = resolvedFlash(r, d.Open)
 	}
 	if len(d.Open) > maxOpenConflicts {
 		d.Open, d.OpenTruncated = d.Open[:maxOpenConflicts], true
@@ -699,14 +719,7 @@ type settingsData struct {
 }
 
 func (h *Handler) settings(w http.ResponseWriter, r *http.Request) {
-	p := page{Title: "Settings"}
-	switch r.URL.Query().Get("paused") {
-	case "true":
-		p.Info = "Paused: no timeout cancels anything until you resume."
-	case "false":
-		p.Info = "Resumed: the sweepers are woken and the backlog drains."
-	}
-	h.renderSettings(w, r, http.StatusOK, p)
+	h.renderSettings(w, r, http.StatusOK, page{Title: "Settings"})
 }
 
 func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status int, p page) {
@@ -739,6 +752,20 @@ func (h *Handler) renderSettings(w http.ResponseWriter, r *http.Request, status 
 		}
 		if s.Name == "paused_at" && s.Value != nil {
 			d.PausedAt = *s.Value
+		}
+	}
+	// The redirect after a switch says what it did; the URL is anyone's to
+	// write, so the message is shown only when the settings agree.
+	if p.Error == "" && p.Info == "" {
+		switch r.URL.Query().Get("paused") {
+		case "true":
+			if d.Paused {
+				p.Info = "Paused: no timeout cancels anything until you resume."
+			}
+		case "false":
+			if !d.Paused {
+				p.Info = "Resumed: the sweepers are woken and the backlog drains."
+			}
 		}
 	}
 	p.Data = d
