@@ -69,7 +69,9 @@ func TestGatewayNoneIsUnknown(t *testing.T) {
 func TestCloseAnsweredAlreadyPaid(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
-	sidecartest.CreateOrder(t, e.db, "W1", 300*time.Millisecond, `{"precheck": "never"}`)
+	// 2 s: begin_payment refuses an expired order, and a loaded machine can
+	// take hundreds of milliseconds between two statements.
+	sidecartest.CreateOrder(t, e.db, "W1", 2*time.Second, `{"precheck": "never"}`)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('W1', 'PW', interval '100 milliseconds')")
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('W1', 'PW')")
 	require.NoError(t, e.fake.Set(bg, "W1", fakegateway.Behaviour{Behaviour: fakegateway.PayOnClose, PaymentID: "PW2"}))
@@ -125,7 +127,9 @@ func TestGatewayRateLimitDrainsBacklog(t *testing.T) {
 
 	for i := range n {
 		id := fmt.Sprintf("F%d", i)
-		sidecartest.CreateOrder(t, e.db, id, 200*time.Millisecond, `{"precheck": "never"}`)
+		// 2 s: begin_payment refuses an expired order, and a loaded machine
+		// can take hundreds of milliseconds between two statements.
+		sidecartest.CreateOrder(t, e.db, id, 2*time.Second, `{"precheck": "never"}`)
 		// A payment attempt, failed: its cancel is closed at the gateway.
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment($1, $2, interval '50 milliseconds')", id, "P"+id)
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment($1, $2)", id, "P"+id)

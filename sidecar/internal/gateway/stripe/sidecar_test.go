@@ -22,7 +22,9 @@ func TestSidecarWithStripeDriver(t *testing.T) {
 	sidecartest.Setup(t, db)
 	rec := newRecorder(t, startStripeMock(t))
 
-	sidecartest.CreateOrder(t, db, "S1", 300*time.Millisecond, `{"precheck": "never"}`)
+	// 2 s: begin_payment refuses an expired order, and a loaded machine can
+	// take hundreds of milliseconds between two statements.
+	sidecartest.CreateOrder(t, db, "S1", 2*time.Second, `{"precheck": "never"}`)
 	sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment('S1', 'pi_3MtwBwLkdIwHu7ix28a3tqPa', interval '100 milliseconds')")
 	sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment('S1', 'pi_3MtwBwLkdIwHu7ix28a3tqPa')")
 
