@@ -208,7 +208,8 @@ func (s *sweepStats) add(o sweepStats) {
 }
 
 // sweepOnce calls sweep_due(batch) once on conn, adds its result to s and
-// returns how many timeouts it claimed.
+// returns how many due timeouts it found: claimed, or deferred because
+// another transaction held a lock their cancel needs.
 func (s *sweepStats) sweepOnce(ctx context.Context, conn *pgx.Conn, batch int) (int, error) {
 	var r sweepStats
 	err := conn.QueryRow(ctx, `SELECT claimed, cancelled, caught_by_sweep, checks, moot, deferred FROM ordertimeout.sweep_due($1)`, batch).
@@ -218,24 +219,27 @@ func (s *sweepStats) sweepOnce(ctx context.Context, conn *pgx.Conn, batch int) (
 	}
 	r.Calls = 1
 	s.add(r)
-	return r.Claimed, nil
+	return r.Claimed + r.Deferred, nil
 }
 
-// sweepUntilEmpty calls sweep_due(batch) on conn until a call claims
-// nothing: then every due timeout is claimed, by this session or by others
-// still working on theirs (SKIP LOCKED passes over those).
+// sweepUntilEmpty calls sweep_due(batch) on conn until a call finds nothing
+// due: then every due timeout is claimed, by this session or by others
+// still working on theirs (SKIP LOCKED passes over those). A call that
+// claims nothing but defers orders (their stock locked by another session's
+// batch) is not the end: the session that holds them may have finished
+// its last call already, and the deferred ones are left for the next call.
 func sweepUntilEmpty(ctx context.Context, conn *pgx.Conn, batch int) (sweepStats, error) {
 	var s sweepStats
 	for {
-		claimed, err := s.sweepOnce(ctx, conn, batch)
-		if err != nil || claimed == 0 {
+		due, err := s.sweepOnce(ctx, conn, batch)
+		if err != nil || due == 0 {
 			return s, err
 		}
 	}
 }
 
 // sweepUntil calls sweep_due(batch) on conn back to back until done is
-// closed and a call after that claims nothing.
+// closed and a call after that finds nothing due (claimed or deferred).
 func sweepUntil(ctx context.Context, conn *pgx.Conn, batch int, done <-chan struct{}) (sweepStats, error) {
 	var s sweepStats
 	for {
@@ -245,8 +249,8 @@ func sweepUntil(ctx context.Context, conn *pgx.Conn, batch int, done <-chan stru
 			finished = true
 		default:
 		}
-		claimed, err := s.sweepOnce(ctx, conn, batch)
-		if err != nil || (finished && claimed == 0) {
+		due, err := s.sweepOnce(ctx, conn, batch)
+		if err != nil || (finished && due == 0) {
 			return s, err
 		}
 	}
