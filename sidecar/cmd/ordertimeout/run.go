@@ -49,7 +49,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http): http or https with a host, maybe a path, no query or fragment, e.g. https://pay.example.com")
 	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")
 	f.String(&cfg.StripeURL, "stripe-api-url", "", "Stripe API base URL (--gateway stripe; default https://api.stripe.com; stripe-mock for tests): http or https, no query or fragment")
-	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, jobs snoozing while they wait")
+	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, each job snoozing until a token reserved for it")
 	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up)")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")

@@ -98,8 +98,9 @@
 //
 // Rate limit (--gateway-rate, --gateway-burst; Limited): calls wait for a
 // token of a bucket refilled at the rate, up to MaxWait; a call that would
-// wait longer is not sent (ErrThrottled) and its job snoozes until about
-// when a token is free, so a backlog (10,000 flash-sale orders expiring in
+// wait longer is not sent (ErrThrottled); with a Ticket in its context it
+// keeps its token reserved ahead, and its job snoozes until it is due, so a
+// backlog (10,000 flash-sale orders expiring in
 // one second, each with a close) drains at the rate without holding River's
 // workers. Metrics: ordertimeout_gateway_throttled_total{op,result} and
 // ordertimeout_gateway_throttle_wait_seconds{op}.

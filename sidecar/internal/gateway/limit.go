@@ -21,6 +21,11 @@ type ThrottledError struct {
 	Op string
 	// RetryAfter is about when a token will be free for it.
 	RetryAfter time.Duration
+	// Reserved says that the token due in RetryAfter is kept for this
+	// call: the call's context holds a Ticket (WithTicket), and the caller
+	// must come back with it about then (Ticket.Held, Ticket.Due). Without
+	// a ticket the token is given back and Reserved is false.
+	Reserved bool
 }
 
 // Error says which call was not sent and when to try again.
@@ -43,7 +48,8 @@ const DefaultMaxWait = 2 * time.Second
 // its context) up to MaxWait; when the token comes later, the call is not
 // sent and returns a *ThrottledError, so that a backlog (the expiry of
 // 10,000 flash-sale orders at once) drains at the rate through job snoozes
-// instead of holding every worker. The quick retries a driver makes while the
+// instead of holding every worker. A call with a Ticket keeps that token
+// reserved for when its job comes back (see Ticket). The quick retries a driver makes while the
 // gateway is unavailable (Client.Retries) take no further token.
 type Limited struct {
 	// Gateway is the gateway called. It is required.
@@ -110,8 +116,52 @@ func (l *Limited) Payments(ctx context.Context, since time.Time, limit int) ([]P
 	return l.Gateway.Payments(ctx, since, limit)
 }
 
+// Ticket lets a call keep a token reserved ahead instead of giving it back,
+// so that a backlog drains at the rate with a few job runs per call instead
+// of every throttled job asking again every couple of seconds. A caller
+// puts it in the call's context (WithTicket). A call that would wait longer
+// than MaxWait then keeps its token, sets Held and Due, and returns a
+// *ThrottledError with Reserved; the caller comes back about Due with Held
+// and Due as they were, and that call sends at Due on the token it holds,
+// taking no other. A call made with Held clears it: one ticket, one token.
+// Each reserved token is promised once, so a backlog comes back at the rate,
+// never all together.
+type Ticket struct {
+	// Held says that the caller holds a token reserved earlier, due at Due.
+	Held bool
+	// Due is when the held token is due, by this host's clock.
+	Due time.Time
+}
+
+type ticketKey struct{}
+
+// WithTicket returns ctx carrying t for the calls made with it.
+func WithTicket(ctx context.Context, t *Ticket) context.Context {
+	return context.WithValue(ctx, ticketKey{}, t)
+}
+
+func ticketFrom(ctx context.Context) *Ticket {
+	t, _ := ctx.Value(ticketKey{}).(*Ticket)
+	return t
+}
+
 // wait takes a token, waiting up to MaxWait for it.
 func (l *Limited) wait(ctx context.Context, op string) error {
+	maxWait := l.MaxWait
+	if maxWait <= 0 {
+		maxWait = DefaultMaxWait
+	}
+	t := ticketFrom(ctx)
+	if t != nil && t.Held {
+		// A token reserved earlier: wait for it, or come back later.
+		d := time.Until(t.Due)
+		if d > maxWait {
+			l.observe(op, 0, false)
+			return &ThrottledError{Op: op, RetryAfter: d, Reserved: true}
+		}
+		t.Held = false
+		return l.sleep(ctx, op, d, nil)
+	}
 	r := l.Limiter.Reserve()
 	if !r.OK() {
 		return &ThrottledError{Op: op, RetryAfter: time.Second}
@@ -120,14 +170,24 @@ func (l *Limited) wait(ctx context.Context, op string) error {
 	if d <= 0 {
 		return nil
 	}
-	maxWait := l.MaxWait
-	if maxWait <= 0 {
-		maxWait = DefaultMaxWait
-	}
 	if d > maxWait {
-		r.Cancel() // give the token back to calls that can wait for it
 		l.observe(op, 0, false)
+		if t != nil {
+			// Keep the token for the caller, who comes back for it.
+			t.Held, t.Due = true, time.Now().Add(d)
+			return &ThrottledError{Op: op, RetryAfter: d, Reserved: true}
+		}
+		r.Cancel() // give the token back to calls that can wait for it
 		return &ThrottledError{Op: op, RetryAfter: d}
+	}
+	return l.sleep(ctx, op, d, r)
+}
+
+// sleep waits d for a token, then returns nil; if ctx ends first, it gives
+// r's token back (if r is not nil) and returns ctx's error.
+func (l *Limited) sleep(ctx context.Context, op string, d time.Duration, r *rate.Reservation) error {
+	if d <= 0 {
+		return nil
 	}
 	start := time.Now()
 	t := time.NewTimer(d)
@@ -137,7 +197,9 @@ func (l *Limited) wait(ctx context.Context, op string) error {
 		l.observe(op, time.Since(start), true)
 		return nil
 	case <-ctx.Done():
-		r.Cancel()
+		if r != nil {
+			r.Cancel()
+		}
 		l.observe(op, time.Since(start), false)
 		return fmt.Errorf("wait for the gateway rate limit: %w", ctx.Err())
 	}

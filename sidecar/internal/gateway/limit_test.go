@@ -119,3 +119,77 @@ func TestLimitedThrottles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, l2.Limiter.Burst(), "burst 0 is the rate rounded up")
 }
+
+// With a Ticket in its context, a call whose token is further than MaxWait
+// keeps it reserved (Reserved, Held, Due) instead of giving it back, so the
+// next call finds the token after it; coming back with the held ticket, the
+// call waits for its own token and takes no other, and the ticket is used
+// once.
+func TestLimitedReservesAheadWithTicket(t *testing.T) {
+	t.Parallel()
+	var calls int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"order_id": "A1", "status": "pending"}`))
+	}))
+	t.Cleanup(srv.Close)
+	const rate = 10.0 // a token every 100 ms
+	l, err := gateway.NewLimited(&gateway.Client{BaseURL: srv.URL}, rate, 1)
+	require.NoError(t, err)
+	l.MaxWait = 10 * time.Millisecond
+	ref := gateway.Ref{OrderID: "A1"}
+	bg := context.Background()
+
+	_, err = l.Order(bg, ref)
+	require.NoError(t, err, "the burst")
+
+	t1, t2 := &gateway.Ticket{}, &gateway.Ticket{}
+	var te *gateway.ThrottledError
+	_, err = l.Order(gateway.WithTicket(bg, t1), ref)
+	require.True(t, errors.As(err, &te))
+	require.True(t, te.Reserved)
+	require.True(t, t1.Held)
+	require.InDelta(t, 100*time.Millisecond, time.Until(t1.Due), float64(30*time.Millisecond))
+
+	_, err = l.Order(gateway.WithTicket(bg, t2), ref)
+	require.True(t, errors.As(err, &te))
+	require.True(t, te.Reserved)
+	require.InDelta(t, 200*time.Millisecond, time.Until(t2.Due), float64(30*time.Millisecond), "the first token is promised: the second call gets the next")
+
+	// Without a ticket, the token after those two, given back.
+	_, err = l.Order(bg, ref)
+	require.True(t, errors.As(err, &te))
+	require.False(t, te.Reserved)
+	require.InDelta(t, 300*time.Millisecond, te.RetryAfter, float64(30*time.Millisecond))
+
+	// Too early with the held ticket: still held, not sent.
+	_, err = l.Order(gateway.WithTicket(bg, t1), ref)
+	require.True(t, errors.As(err, &te))
+	require.True(t, te.Reserved)
+	require.True(t, t1.Held)
+
+	// Back within MaxWait of Due: sent on the held token, which is used.
+	l.MaxWait = time.Second
+	start := time.Now()
+	_, err = l.Order(gateway.WithTicket(bg, t1), ref)
+	require.NoError(t, err)
+	require.False(t, t1.Held, "a ticket holds one token")
+	require.WithinDuration(t, t1.Due, time.Now(), 30*time.Millisecond, "sent when its token was due")
+	require.Less(t, time.Since(start), 200*time.Millisecond)
+	_, err = l.Order(gateway.WithTicket(bg, t2), ref)
+	require.NoError(t, err)
+	require.WithinDuration(t, t2.Due, time.Now(), 30*time.Millisecond)
+
+	// Both tokens were taken when reserved: the next free one is the
+	// fourth (300 ms after the burst), not an earlier one.
+	start = time.Now()
+	_, err = l.Order(bg, ref)
+	require.NoError(t, err)
+	require.InDelta(t, 100*time.Millisecond, time.Since(start), float64(40*time.Millisecond))
+	mu.Lock()
+	require.Equal(t, 4, calls)
+	mu.Unlock()
+}

@@ -42,7 +42,8 @@
 // are returned to River, which records them and retries with its backoff; on
 // the last attempt the checks, closes and refunds snooze instead of failing
 // for good. A call the gateway rate limit holds back (gateway.ErrThrottled)
-// snoozes until about when a token is free (outcome "throttled"). No worker
+// keeps a token reserved for it, recorded in the job's metadata, and the
+// job snoozes until it is due (outcome "throttled"; see gatewayTicket). No worker
 // ever cancels an order that may be paid: only a gateway answer of "failed",
 // of "none" once the gateway can no longer take the payment (see
 // noneIsFinal), or of "paid" by money the database records as a conflict,

@@ -33,6 +33,8 @@ type GatewayCloseWorker struct {
 
 // Work closes one order's payment.
 func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayCloseArgs]) error {
+	// A token of the gateway rate limit reserved in the last run, if any.
+	ctx = w.gatewayTicket(ctx, job.JobRow)
 	a := job.Args
 	// While timeout cancels are paused, closes wait too (the incident may be
 	// at the gateway).

@@ -43,6 +43,8 @@ type PaymentCheckWorker struct {
 
 // Work checks one payment.
 func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentCheckArgs]) error {
+	// A token of the gateway rate limit reserved in the last run, if any.
+	ctx = w.gatewayTicket(ctx, job.JobRow)
 	a := job.Args
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", a.PaymentID)
 

@@ -43,6 +43,8 @@ type PrecancelCheckWorker struct {
 
 // Work checks one order.
 func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[PrecancelCheckArgs]) error {
+	// A token of the gateway rate limit reserved in the last run, if any.
+	ctx = w.gatewayTicket(ctx, job.JobRow)
 	a := job.Args
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "version", a.Version)
 

@@ -68,6 +68,8 @@ type ReconcileWorker struct {
 
 // Work runs one reconciliation.
 func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
+	// A token of the gateway rate limit reserved in the last run, if any.
+	ctx = w.gatewayTicket(ctx, job.JobRow)
 	source := job.Args.Source
 	var end time.Time
 	var watermark *time.Time

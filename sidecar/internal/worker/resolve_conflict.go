@@ -79,6 +79,8 @@ type conflict struct {
 
 // Work resolves one conflict.
 func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[ResolveConflictArgs]) error {
+	// A token of the gateway rate limit reserved in the last run, if any.
+	ctx = w.gatewayTicket(ctx, job.JobRow)
 	id := job.Args.ConflictID
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "conflict_id", id)
 

@@ -276,11 +276,23 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		d.outcome(kind, "paused")
 		return river.JobSnooze(pausedSnooze)
 	case errors.Is(err, gateway.ErrThrottled):
+		var te *gateway.ThrottledError
+		if errors.As(err, &te) && te.Reserved {
+			// The rate limit reserved a token for the job (gatewayTicket):
+			// record it on the job and come back for it.
+			pause := reservedSnooze(te.RetryAfter)
+			if kerr := d.keepSlot(ctx, job.JobRow, te.RetryAfter); kerr != nil {
+				// The token is lost; the next run reserves another.
+				d.Logger.Warn("gateway rate limit: could not record the reserved token", "kind", kind, "job_id", job.ID, "error", kerr)
+			}
+			d.Logger.Debug("gateway rate limit reached, token reserved", "kind", kind, "job_id", job.ID, "due_in", te.RetryAfter, "snooze", pause)
+			d.outcome(kind, "throttled")
+			return river.JobSnooze(pause)
+		}
 		// The rate limit holds the call back: come back when a token is
 		// about free, with jitter so that a backlog spreads out.
 		pause := time.Second
-		var te *gateway.ThrottledError
-		if errors.As(err, &te) {
+		if te != nil {
 			pause = max(te.RetryAfter, 10*time.Millisecond)
 		}
 		pause += time.Duration(rand.Int64N(int64(pause)/10 + 1))

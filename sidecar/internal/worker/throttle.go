@@ -1,0 +1,94 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+)
+
+// riverSchedulerInterval is River's scheduler interval (v0.51:
+// maintenance.JobSchedulerIntervalDefault, not configurable). River makes a
+// job snoozed for at most this long `available` at its new time, so it is
+// fetched within the fetch poll interval once due; a longer snooze makes it
+// `scheduled`, and the leader's scheduler makes it available on its first
+// pass after that time: up to 5 s late, together with every other job due
+// since its last pass (internal/jobexecutor's reportResult).
+const riverSchedulerInterval = 5 * time.Second
+
+// slotGrace is how late a job may come back for the token it reserved and
+// still use it. A job later than that (a River leader lost for a while)
+// reserves another token: the late one is not sent on top of the rate.
+const slotGrace = time.Second
+
+// slotKey is the key of the job's metadata that holds its reserved token.
+const slotKey = "ordertimeout_gateway_slot"
+
+// gatewaySlot is a token of the gateway rate limit that a throttled job
+// reserved ahead (gateway.Ticket), kept in the job's metadata between its
+// runs: due At by the database's clock, good for the run after the snooze
+// that recorded it only (Attempt and Snoozes as that run will have them),
+// so that a token is used once, whatever happens to the call it was for.
+type gatewaySlot struct {
+	At      time.Time `json:"at"`
+	Attempt int       `json:"attempt"`
+	Snoozes int       `json:"snoozes"`
+}
+
+// gatewayTicket returns ctx with a gateway.Ticket for the job's gateway
+// calls, holding the token the job reserved in its last run if it is still
+// good. With it, a call the rate limit throttles keeps a token reserved
+// ahead, and retry records it on the job.
+//
+// The slot is in the job's row, not in this sidecar's memory, so the run
+// that uses it may be on another sidecar: it sends on the token this one
+// reserved, and no token is wasted or taken twice. (After a sidecar
+// restart, the tokens the old process reserved are still honoured while
+// the new one reserves its own: the calls may reach up to twice the rate
+// until those slots have passed.)
+func (d *Deps) gatewayTicket(ctx context.Context, job *rivertype.JobRow) context.Context {
+	t := &gateway.Ticket{}
+	var meta map[string]json.RawMessage
+	var slot gatewaySlot
+	if json.Unmarshal(job.Metadata, &meta) == nil && meta[slotKey] != nil &&
+		json.Unmarshal(meta[slotKey], &slot) == nil &&
+		slot.Attempt == job.Attempt && slot.Snoozes == snoozes(job) {
+		if left := slot.At.Sub(d.now()); left >= -slotGrace {
+			t.Held, t.Due = true, time.Now().Add(left)
+		}
+	}
+	return gateway.WithTicket(ctx, t)
+}
+
+// keepSlot records on the running job the token the rate limit reserved
+// for it, due in `in`, for its run after this snooze. River's snooze merges
+// its own keys into the metadata and keeps this one.
+func (d *Deps) keepSlot(ctx context.Context, job *rivertype.JobRow, in time.Duration) error {
+	slot, err := json.Marshal(gatewaySlot{At: d.now().Add(in), Attempt: job.Attempt, Snoozes: snoozes(job) + 1})
+	if err != nil {
+		return err
+	}
+	_, err = d.Pool.Exec(ctx,
+		`UPDATE river_job SET metadata = metadata || jsonb_build_object($2::text, $3::jsonb)
+		  WHERE id = $1 AND state = 'running'`, job.ID, slotKey, slot)
+	if err != nil {
+		return fmt.Errorf("record the reserved gateway token of job %d: %w", job.ID, err)
+	}
+	return nil
+}
+
+// reservedSnooze is how long a job snoozes for a token due in `in`. Up to
+// River's scheduler interval, exactly that: the job is fetched about when
+// the token is due. Further, until riverSchedulerInterval before it: the
+// scheduler wakes the job at most that late, before the token is due, and
+// that run waits for it or snoozes the short rest.
+func reservedSnooze(in time.Duration) time.Duration {
+	if in > riverSchedulerInterval {
+		return in - riverSchedulerInterval
+	}
+	return max(in, 0)
+}
