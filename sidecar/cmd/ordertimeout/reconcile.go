@@ -146,13 +146,13 @@ func period(f *reconcile.File, from, to string) (time.Time, time.Time, error) {
 	}
 	var err error
 	if from != "" {
-		if start, err = time.Parse(time.RFC3339Nano, from); err != nil {
-			return start, end, fmt.Errorf("--from must be an RFC 3339 time with a zone, got %q", from)
+		if start, err = reconcile.ParseTime(from); err != nil {
+			return start, end, fmt.Errorf("--from %w", err)
 		}
 	}
 	if to != "" {
-		if end, err = time.Parse(time.RFC3339Nano, to); err != nil {
-			return start, end, fmt.Errorf("--to must be an RFC 3339 time with a zone, got %q", to)
+		if end, err = reconcile.ParseTime(to); err != nil {
+			return start, end, fmt.Errorf("--to %w", err)
 		}
 	}
 	if start.IsZero() || end.IsZero() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,21 @@ func TestReconcileCSV(t *testing.T) {
 	require.ErrorContains(t, err, "give the period with --from and --to")
 	_, err = runReconcile(t, args(good, "--format", "alipay")...)
 	require.ErrorContains(t, err, "format must be csv or wechat")
+	// The period is held to the file's time grammar: time.Parse alone reads
+	// a zone minute of 60 as the next hour, takes a comma before the
+	// fraction and an offset PostgreSQL refuses.
+	for flag, value := range map[string]string{
+		"--from": now.Add(-time.Hour).Format("2006-01-02T15:04:05") + "+00:60",
+		"--to":   now.Add(time.Hour).Format("2006-01-02T15:04:05") + ",5Z",
+	} {
+		more := []string{"--database-url", url, "--file", good, "--format", "csv", "--from", from, "--to", to}
+		more[slices.Index(more, flag)+1] = value
+		_, err = runReconcile(t, more...)
+		require.ErrorContains(t, err, flag+" must be an RFC 3339 time with a zone")
+	}
+	_, err = runReconcile(t, "--database-url", url, "--file", good, "--format", "csv", "--from", from,
+		"--to", now.Add(time.Hour).Format("2006-01-02T15:04:05")+"+16:00")
+	require.ErrorContains(t, err, "--to ")
 	_, err = runReconcile(t, args(good, "--source", "Bad Source")...)
 	require.ErrorContains(t, err, sqlstate.InvalidSource)
 	require.Equal(t, before, snapshot(t, db), "refused files change nothing")

@@ -258,20 +258,31 @@ func parseCSV(data []byte) (*File, error) {
 // parseRFC3339 reads a time with a zone whose offset PostgreSQL accepts (at
 // most 15:59 east or west of UTC), at most microseconds.
 func parseRFC3339(line int, field, s string) (time.Time, error) {
+	t, err := ParseTime(s)
+	if err != nil {
+		return time.Time{}, lineErr(line, field, "%v", err)
+	}
+	return t, nil
+}
+
+// ParseTime reads an RFC 3339 time with a zone whose offset PostgreSQL
+// accepts (at most 15:59 east or west of UTC), at most microseconds: the
+// times of CSV files, and the period of the reconcile command.
+func ParseTime(s string) (time.Time, error) {
 	// time.Parse alone is laxer than RFC 3339: it reads a zone minute of
 	// 60 ("+00:60") as the next hour and takes a comma before the fraction.
 	if !rfc3339Shape.MatchString(s) {
-		return time.Time{}, lineErr(line, field, "must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, lineErr(line, field, "must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
 	}
 	if t.Nanosecond()%1000 != 0 {
-		return time.Time{}, lineErr(line, field, "more precise than microseconds: %s", quote(s))
+		return time.Time{}, fmt.Errorf("more precise than microseconds: %s", quote(s))
 	}
 	if err := gateway.CheckZoneOffset(t); err != nil {
-		return time.Time{}, lineErr(line, field, "%v, in %s", err, quote(s))
+		return time.Time{}, fmt.Errorf("%v, in %s", err, quote(s))
 	}
 	return t, nil
 }
