@@ -215,6 +215,11 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	}
 	t.Setenv("ORDERTIMEOUT_SWEEP_BATCH", "not a number")
 	require.ErrorContains(t, realMain(ctx, []string{"run"}), "ORDERTIMEOUT_SWEEP_BATCH")
+	// migrate down --all drops every table: a variable left in the
+	// environment must not give it.
+	t.Setenv("ORDERTIMEOUT_ALL", "true")
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", "--database-url", url}), "give a number of migrations, or --all")
+	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused), "nothing dropped")
 }
 
 // migrate down N rolls back exactly N migrations and up brings them back;

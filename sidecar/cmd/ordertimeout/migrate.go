@@ -34,6 +34,7 @@ func migrateCmd(ctx context.Context, args []string) error {
 	f := config.New("migrate", "ordertimeout migrate up|down N|down --all|version|force N [flags]", migrateDescription)
 	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.Bool(&all, "all", false, "with down: roll back every migration")
+	f.CommandLineOnly("all") // it drops every table: never from a variable left in the environment
 	log.AddFlags(f)
 	if len(args) == 0 {
 		f.PrintUsage(os.Stderr)

@@ -82,6 +82,14 @@ func (f *FlagSet) Bool(p *bool, name string, value bool, help string) {
 	f.register(name, nil)
 }
 
+// CommandLineOnly makes flag name a command-line flag only, read from no
+// environment variable: for a flag that destroys data (migrate down --all),
+// which a variable left in a shell or a service's environment must never
+// set.
+func (f *FlagSet) CommandLineOnly(name string) {
+	f.env[name] = nil
+}
+
 // Parse applies the environment (through getenv), then the command-line
 // args. It returns flag.ErrHelp after printing the usage for -h / --help.
 // Every argument must be a flag or a flag's value: Go's flag package stops
@@ -128,7 +136,10 @@ func (f *FlagSet) PrintUsage(w io.Writer) {
 			line += " " + arg
 		}
 		fmt.Fprintf(w, "%s\n        %s\n", line, strings.ReplaceAll(help, "\n", "\n        "))
-		extra := "env " + strings.Join(f.env[name], " or ")
+		extra := "command line only"
+		if len(f.env[name]) > 0 {
+			extra = "env " + strings.Join(f.env[name], " or ")
+		}
 		if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "false" && fl.DefValue != "0s" {
 			extra += "; default " + fl.DefValue
 		}
