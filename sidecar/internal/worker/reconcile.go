@@ -107,8 +107,17 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			ts = append(ts, reconcile.Transaction{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
 				Currency: p.Currency, Status: p.Status, At: p.At})
 		}
-		if len(page) < reconcilePage || added == 0 {
+		if len(page) < reconcilePage {
 			break
+		}
+		if added == 0 {
+			// A full page at the cursor's moment, all read already: more
+			// than a page of transactions share that time, and the cursor
+			// (a time) cannot get past them. Applying what was read would
+			// move the watermark past the rest for good: a bad answer (the
+			// contract's "has_more page that brings nothing new").
+			return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: more than %d transactions at %s: the list cannot be paged past them: %w",
+				source, reconcilePage, cursor.Format(time.RFC3339Nano), gateway.ErrBadAnswer))
 		}
 		if len(ts) >= reconcile.MaxRows {
 			ts = ts[:reconcile.MaxRows]
