@@ -110,16 +110,17 @@ func (c *DBCollector) Collect(ch chan<- prometheus.Metric) {
 		c.logger.Warn("read database statistics", "error", err)
 	} else {
 		c.polls.WithLabelValues("ok").Inc()
-		for _, m := range ms {
-			ch <- m
-		}
+	}
+	for _, m := range ms { // the gauges read, also when the lag read failed
+		ch <- m
 	}
 	c.lag.Collect(ch)
 	c.polls.Collect(ch)
 }
 
 // read returns the gauges of the database's statistics and adds the
-// settled timeout cancels to the lag histogram.
+// settled timeout cancels to the lag histogram, a page at a time. When only
+// the lag read fails, it returns the gauges with the error.
 func (c *DBCollector) read(ctx context.Context) ([]prometheus.Metric, error) {
 	stats := make([]float64, len(SweepStats))
 	var oldest *float64
@@ -156,11 +157,20 @@ func (c *DBCollector) read(ctx context.Context) ([]prometheus.Metric, error) {
 		return nil, fmt.Errorf("read order counts: %w", err)
 	}
 
+	// The gauges come whatever the lag read does: it may have a backlog to
+	// read (a long gap between scrapes), and it catches up over scrapes.
 	if err := c.readLag(ctx); err != nil {
-		return nil, err
+		return ms, err
 	}
 	return ms, nil
 }
+
+// lagPage is the most timeout cancels one scrape adds to the lag histogram
+// (one query, at most a sweep batch more: see readLag). After a long gap
+// without scrapes at a high cancel rate, the histogram catches up over a
+// few scrapes instead of one read that outgrows the scrape's time limit,
+// fails, and leaves the next read larger still.
+const lagPage = 50_000
 
 // readLag adds the timeout cancels between the watermark and now - settle
 // to the lag histogram. The first read starts from when the collector was
@@ -179,27 +189,60 @@ func (c *DBCollector) readLag(ctx context.Context) error {
 	if !upTo.After(c.watermark) {
 		return nil
 	}
-	rows, err := c.pool.Query(ctx, `
-		SELECT cause, coalesce(extract(epoch FROM lateness), 0)::float8
-		  FROM ordertimeout.cancel_lag
-		 WHERE at > $1 AND at <= $2`, c.watermark, upTo)
-	if err != nil {
-		return fmt.Errorf("read cancel lag: %w", err)
-	}
-	// Observe only once every row is read: a read that fails half way is
-	// repeated whole at the next scrape.
 	type cancel struct {
 		Cause    string
 		Lateness float64
+		At       time.Time
 	}
-	cancels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cancel])
+	read := func(sql string, args ...any) ([]cancel, error) {
+		rows, err := c.pool.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read cancel lag: %w", err)
+		}
+		cancels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cancel])
+		if err != nil {
+			return nil, fmt.Errorf("read cancel lag: %w", err)
+		}
+		return cancels, nil
+	}
+	// In the order of at, one page. The cancels of one sweep share their
+	// at, so a full page may end inside such a group: the group is left
+	// whole to the next read (the watermark stops before it), or, when it
+	// fills the page alone, read whole now (a group is at most a sweep
+	// batch).
+	cancels, err := read(`
+		SELECT cause, coalesce(extract(epoch FROM lateness), 0)::float8, at
+		  FROM ordertimeout.cancel_lag
+		 WHERE at > $1 AND at <= $2
+		 ORDER BY at
+		 LIMIT $3`, c.watermark, upTo, lagPage)
 	if err != nil {
-		return fmt.Errorf("read cancel lag: %w", err)
+		return err
 	}
+	next := upTo
+	if len(cancels) == lagPage {
+		last := cancels[len(cancels)-1].At
+		cut := len(cancels)
+		for cut > 0 && cancels[cut-1].At.Equal(last) {
+			cut--
+		}
+		if cut > 0 {
+			cancels, next = cancels[:cut], cancels[cut-1].At
+		} else if cancels, err = read(`
+			SELECT cause, coalesce(extract(epoch FROM lateness), 0)::float8, at
+			  FROM ordertimeout.cancel_lag
+			 WHERE at = $1`, last); err != nil {
+			return err
+		} else {
+			next = last
+		}
+	}
+	// Observe only once the page is read: a read that fails half way is
+	// repeated whole at the next scrape.
 	for _, x := range cancels {
 		c.lag.WithLabelValues(x.Cause).Observe(x.Lateness)
 	}
-	c.watermark = upTo
+	c.watermark = next
 	return nil
 }
 

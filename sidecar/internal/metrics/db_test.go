@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
@@ -127,4 +128,72 @@ func TestDBCollectorWithoutDatabase(t *testing.T) {
 	}
 	require.Positive(t, testutil.CollectAndCount(reg, "go_goroutines"), "the Go collector is registered")
 	require.Positive(t, testutil.CollectAndCount(reg, "process_start_time_seconds"), "the process collector is registered")
+}
+
+// A long gap without scrapes at a high cancel rate leaves more timeout
+// cancels to count than one read should take. The collector once read them
+// all in one query inside the scrape's time limit: past that limit the read
+// failed, the lag watermark stayed, every later read was larger still, and
+// the gauges were left out of every scrape with it. Now each scrape reads a
+// page in the order of at, the gauges come at every scrape, and the
+// histogram catches up over a few, counting each cancel exactly once: the
+// cancels of one sweep share their at, and a page never splits such a group
+// (one group here is larger than a page).
+func TestDBCollectorCatchesUpAfterLongGap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(metrics.NewDBCollector(db, 0, time.Millisecond, slog.New(slog.DiscardHandler)))
+	_, found, err := metricstest.Sum(reg, "ordertimeout_db_sweep") // the collector's first read: its start
+	require.NoError(t, err)
+	require.True(t, found)
+
+	// 119,000 cancels in sweeps of 1,000 sharing their at, one a
+	// millisecond apart, then one sweep of 60,000 (more than a page) at
+	// one moment: 179,000.
+	const groups, group, big = 119, 1000, 60_000
+	const n = groups*group + big
+	var end time.Time
+	require.NoError(t, db.QueryRow(ctx, `
+		WITH t0 AS (SELECT clock_timestamp() AS t0),
+		     small AS (INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at)
+		               SELECT 'gap' || i, 'PENDING', 'CANCELLED', 'timeout', 'test', interval '1 millisecond',
+		                      t0 + (i / $2::int) * interval '1 millisecond'
+		                 FROM t0, generate_series(0, $1::int * $2::int - 1) AS i),
+		     large AS (INSERT INTO ordertimeout.events (order_id, from_status, to_status, cause, actor, lateness, at)
+		               SELECT 'big' || i, 'PENDING', 'CANCELLED', 'timeout', 'test', interval '1 millisecond',
+		                      t0 + $1::int * interval '1 millisecond'
+		                 FROM t0, generate_series(1, $3::int) AS i)
+		SELECT t0 + $1::int * interval '1 millisecond' FROM t0`, groups, group, big).Scan(&end))
+	require.Eventually(t, func() bool {
+		var settled bool
+		err := db.QueryRow(ctx, "SELECT clock_timestamp() > $1::timestamptz + interval '10 milliseconds'", end).Scan(&settled)
+		return err == nil && settled
+	}, 30*time.Second, 10*time.Millisecond, "the cancels settled")
+
+	var seen float64
+	for scrape := 1; ; scrape++ {
+		// One gather per scrape, read three times.
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		reg := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return mfs, nil })
+		_, found, err := metricstest.Sum(reg, "ordertimeout_db_sweep")
+		require.NoError(t, err)
+		require.True(t, found, "scrape %d: the gauges are there", scrape)
+		_, found, err = metricstest.Sum(reg, "ordertimeout_db_polls_total", "result", "error")
+		require.NoError(t, err)
+		require.False(t, found, "scrape %d: no read failed", scrape)
+		v, _, err := metricstest.Sum(reg, "ordertimeout_db_cancel_lag_seconds", "cause", "timeout")
+		require.NoError(t, err)
+		require.LessOrEqual(t, v-seen, float64(big), "scrape %d read at most a page, or one sweep's group", scrape)
+		require.LessOrEqual(t, v, float64(n), "scrape %d: no cancel counted twice", scrape)
+		seen = v
+		if v == n {
+			require.Greater(t, scrape, 3, "caught up over several scrapes")
+			t.Logf("caught up in %d scrapes", scrape)
+			break
+		}
+		require.Less(t, scrape, 20, "the lag histogram catches up")
+	}
 }
