@@ -122,14 +122,14 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	logger := s.logger
 
 	// A sidecar started before `ordertimeout migrate up` refuses to run
-	// rather than fail on every sweep; a database that does not answer yet
-	// is left to the sweeps, which retry.
-	if s.sweeper != nil {
-		if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
-			return err
-		} else if err != nil {
-			logger.Warn("could not check the database schema yet", "error", err)
-		}
+	// rather than fail on every sweep or every conflict it should resolve
+	// (also with --no-sweep: its workers and listener need the schema too);
+	// a database that does not answer yet is left to the sweeps, which
+	// retry.
+	if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
+		return err
+	} else if err != nil {
+		logger.Warn("could not check the database schema yet", "error", err)
 	}
 
 	if s.http != nil {

@@ -921,3 +921,44 @@ func TestRefusesAnOlderSchema(t *testing.T) {
 	require.True(t, changed)
 	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "new-schema"))
 }
+
+// A sidecar of this version started on the schema just before the newest
+// migration (a rolling deploy that ships the binary before `migrate up`)
+// refuses to run, like one on a schema without sweep_due's last column.
+// Before, the check looked at sweep_due alone: this binary reads conflicts
+// through conflicts_to_resolve and conflict_info (000039), so on a 000038
+// schema it started, swept, and failed every conflict scan and every
+// resolve job (late payments never reinstated or refunded) with only an
+// error line per scan.
+func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	_, gatewayURL := sidecartest.Fake(t, db)
+	m, err := migrator.Open(url, sidecartest.Logger())
+	require.NoError(t, err)
+	defer m.Close() //nolint:errcheck // test cleanup
+	version, _, err := m.Version()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, version, uint(39))
+	changed, err := m.Down(int(version) - 38)
+	require.NoError(t, err)
+	require.True(t, changed)
+
+	s, err := sidecar.New(ctx, sidecartest.Config(url, gatewayURL, "schema-38"))
+	require.NoError(t, err)
+	runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	err = s.Run(runCtx)
+	require.Error(t, err, "a sidecar on the schema before the newest migration must not run")
+	require.Contains(t, err.Error(), "older than this sidecar")
+	require.Contains(t, err.Error(), "conflicts_to_resolve", "it names what is missing")
+	require.Contains(t, err.Error(), "ordertimeout migrate up")
+
+	changed, err = m.Up()
+	require.NoError(t, err)
+	require.True(t, changed)
+	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "schema-39"))
+}

@@ -22,12 +22,36 @@ var sweepQuery = "SELECT " + strings.Join(resultColumns, ", ") + " FROM ordertim
 // binary (migrations not run yet).
 var ErrSchemaBehind = errors.New("the database schema is older than this sidecar")
 
-// CheckSchema makes sure the database's ordertimeout.sweep_due returns every
-// column a sweep reads; started before `ordertimeout migrate up`, a sweeper
-// would otherwise fail on every sweep and cancel nothing. It reads the
-// function's TABLE columns from the catalog, which needs no privilege. The
-// error wraps ErrSchemaBehind when the function or a column is missing; any
-// other error means the database could not be asked.
+// requiredFunctions are the functions the sidecar's sweep, workers, listener
+// and retention job call, with the argument types they are called with. A
+// function added by a migration goes here with the code that first calls it:
+// CheckSchema then refuses a database that lacks it (the binary deployed
+// before `migrate up`), instead of a sidecar that starts and fails every
+// call of it.
+var requiredFunctions = []string{
+	"ordertimeout.sweep_due(integer)",
+	"ordertimeout.plan_sleep(interval)",
+	"ordertimeout.cancel_checked(text, integer)",
+	"ordertimeout.confirm_payment(text, text, numeric, text)",
+	"ordertimeout.fail_payment(text, text)",
+	"ordertimeout.resolve_conflict(bigint, text, text)",
+	"ordertimeout.finish_refund(bigint, text)",
+	"ordertimeout.rescue_stuck_jobs(interval, integer)",
+	"ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text)",
+	"ordertimeout.reconcile_watermark(text)",
+	"ordertimeout.close_cancelled(interval, integer)",
+	"ordertimeout.purge_orders(interval, integer, interval)",
+	"ordertimeout.conflicts_to_resolve(integer)", // 000039
+	"ordertimeout.conflict_info(bigint)",         // 000039
+}
+
+// CheckSchema makes sure the database has every function the sidecar calls
+// (requiredFunctions) and that ordertimeout.sweep_due returns every column a
+// sweep reads; started before `ordertimeout migrate up`, a sidecar would
+// otherwise fail on every sweep, or on every conflict it should resolve. It
+// reads the catalog, which needs no privilege. The error wraps
+// ErrSchemaBehind when a function or a column is missing; any other error
+// means the database could not be asked.
 func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	var found bool
 	var columns []string
@@ -49,6 +73,16 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("%w: ordertimeout.sweep_due returns no column %q (it returns %s); run `ordertimeout migrate up` first",
 				ErrSchemaBehind, c, strings.Join(columns, ", "))
 		}
+	}
+	var missing []string
+	err = pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(f.name ORDER BY f.n) FILTER (WHERE to_regprocedure(f.name) IS NULL), '{}')
+		FROM unnest($1::text[]) WITH ORDINALITY AS f(name, n)`, requiredFunctions).Scan(&missing)
+	if err != nil {
+		return fmt.Errorf("check the database schema: %w", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: it has no %s; run `ordertimeout migrate up` first", ErrSchemaBehind, strings.Join(missing, ", "))
 	}
 	return nil
 }
