@@ -21,6 +21,14 @@ func New(databaseURL string) (*migrate.Migrate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
+	// A migration whose client dies (kill -9, a lost connection) must not go
+	// on without it: PostgreSQL notices a vanished client only when it next
+	// writes to it, so a migration waiting for a lock that live traffic
+	// holds took it once free, ran to its end and committed, while
+	// golang-migrate's mark stayed dirty, and the documented recovery
+	// (force the version before, up again) ran it twice. Checked every
+	// second, the dead client's migration is rolled back instead.
+	config.RuntimeParams["client_connection_check_interval"] = "1s"
 	db := stdlib.OpenDB(*config)
 	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
 	if err != nil {

@@ -608,3 +608,74 @@ func TestStoredIntervalsAcrossMigration33(t *testing.T) {
 		WHERE conname LIKE '%plain_duration'`).Scan(&n))
 	require.Equal(t, int64(5), n)
 }
+
+// TestMigrateKilledWhileWaiting: `ordertimeout migrate up` killed (kill -9)
+// while its migration waits for a lock that live traffic holds. The README
+// says what to do then: a failed migration changed nothing but the dirty
+// mark, so `migrate force` the version before it and `migrate up` again.
+// That holds only if the killed client's migration does not go on without
+// it: PostgreSQL does not notice a vanished client while it waits for a
+// lock, so the backend took the lock once it was free, ran the rest of
+// 000039 and committed it, the version marked dirty; the `up` after the
+// documented `force 38` then failed on the view 000039 had created. The
+// migration's backend now ends within a second of its client, while it
+// still waits.
+func TestMigrateKilledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := build(t)
+	db, url := databaseAt(t, 38)
+
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	// 000039's CREATE VIEW waits for this, as for any transaction that
+	// holds conflicts more strongly than it reads it.
+	_, err = holder.Exec(ctx, "LOCK TABLE ordertimeout.conflicts IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	cmd := exec.Command(bin, "migrate", "up", "--database-url", url)
+	out := &sidecarproc.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	defer func() {
+		if t.Failed() {
+			t.Logf("output of migrate up:\n%s", out.String())
+		}
+	}()
+	waitingPid := func() (int, error) {
+		var pid int
+		err := db.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%read_conflicts_to_resolve%' AND wait_event_type = 'Lock'`).Scan(&pid)
+		return pid, err
+	}
+	var backend int
+	sidecartest.Eventually(t, 30*time.Second, "migration 000039 waiting for the lock", func() (bool, error) {
+		pid, err := waitingPid()
+		backend = pid
+		return pid != 0, err
+	})
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+
+	// The killed client's migration ends while it still waits: it must
+	// not outlive its client and commit once the lock is free.
+	sidecartest.Eventually(t, 20*time.Second, "the killed client's backend gone while the lock is held", func() (bool, error) {
+		var alive bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, backend).Scan(&alive)
+		return !alive, err
+	})
+	require.NoError(t, holder.Commit(ctx))
+	var version int
+	var dirty bool
+	require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&version, &dirty))
+	require.Equal(t, 39, version)
+	require.True(t, dirty, "golang-migrate marks the version dirty before it runs it")
+
+	// What the README says to do.
+	require.NoError(t, realMain(ctx, []string{"migrate", "force", "38", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}),
+		"the documented recovery after a migration killed midway")
+	db.Reset()
+	require.Equal(t, int64(1), count(t, db, "SELECT count(*) FROM pg_proc WHERE proname = 'conflicts_to_resolve'"))
+}
