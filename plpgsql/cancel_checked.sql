@@ -39,4 +39,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
-    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version';
+    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version and its cancel_at has come';

@@ -176,6 +176,11 @@ BEGIN
         WHERE o.order_id = t.order_id
           AND o.status = 'PENDING'
           AND (t.version IS NULL OR o.deadline_version = t.version)
+          -- A timeout comes at the order's cancel_at, whatever its timer
+          -- row says: River's retry (its UI's button) moves a timer row's
+          -- scheduled_at to now. Such a row is moot; the sweep's fallback
+          -- cancels the order at cancel_at, as for a lost timer row.
+          AND (t.cause NOT IN ('timeout', 'sweep') OR o.cancel_at <= clock_timestamp())
           AND (NOT _cancel_orders.respect_precheck
                OR NOT ordertimeout._wants_check(o.precheck, v_precheck, o.payment_attempted))
         RETURNING o.order_id, t.cause, o.cancelled_at, o.cancel_at, o.payment_attempted, o.payment_method
@@ -366,7 +371,7 @@ END
 $$;
 
 -- Hands the orders of a sweep batch whose policy wants the gateway asked
--- first (_wants_check) to a gateway check job, worked by the sidecar, at the
+-- first (_wants_check), once their cancel_at has come, to a gateway check job, worked by the sidecar, at the
 -- same deadline version; returns their ids. The batch's orders are looked up
 -- one by one by primary key: the conditions are computed, not filtered on,
 -- so that no partial index on PENDING orders matches, and OFFSET 0 keeps the
@@ -391,6 +396,7 @@ BEGIN
         SELECT o.status = 'PENDING'
            AND o.deadline_version = t.version
            AND o.check_job_id IS NULL
+           AND o.cancel_at <= _queue_checks.at
            AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted) AS wanted
         FROM ordertimeout.orders AS o
         WHERE o.order_id = t.order_id
@@ -409,6 +415,7 @@ BEGIN
           AND o.status = 'PENDING'
           AND o.deadline_version = t.version
           AND o.check_job_id IS NULL
+          AND o.cancel_at <= _queue_checks.at
           AND ordertimeout._wants_check(o.precheck, _queue_checks.default_precheck, o.payment_attempted)
         RETURNING o.order_id, o.check_job_id, o.deadline_version
     )

@@ -1,10 +1,11 @@
 -- cancel_checked cancels a PENDING order as a timeout when its deadline
--- version still matches the one the gateway check was made for; otherwise
--- it returns false and changes nothing.
+-- version still matches the one the gateway check was made for and its
+-- cancel_at has come (a check is queued only then); otherwise it returns
+-- false and changes nothing.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(9);
+SELECT plan(10);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]');
@@ -15,7 +16,14 @@ SELECT test.snapshot() AS before \gset
 
 SELECT is(ordertimeout.cancel_checked('o2', 2), false, 'version mismatch: false');
 SELECT is(ordertimeout.cancel_checked('paid', 2), false, 'a PAID order: false');
+SELECT is(ordertimeout.cancel_checked('o1', 1), false, 'before its cancel_at: false');
 SELECT is(test.snapshot(), :'before'::jsonb, 'nothing written');
+
+-- o1's deadline passes (its times moved back, as its owner may).
+UPDATE ordertimeout.orders
+SET created_at = created_at - interval '2 days', expire_at = expire_at - interval '2 days',
+    cancel_at = cancel_at - interval '2 days'
+WHERE order_id = 'o1';
 
 SELECT is(ordertimeout.cancel_checked('o1', 1), true, 'version match: true');
 SELECT results_eq(
