@@ -55,6 +55,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v82"
@@ -351,9 +352,29 @@ func refundAnswer(r *stripeapi.Refund) (gateway.Refund, error) {
 	}
 }
 
-// MaxListed bounds how many charges, refunds and Checkout Sessions one
-// Payments call reads of each.
+// MaxListed bounds how many charges, and how many refunds, one second may
+// hold: the driver reads a second whole (to return its transactions in
+// order), and a second holding more is ErrBadAnswer.
 const MaxListed = 10000
+
+// listPage is how many objects one list request asks for (Stripe's most).
+const listPage = 100
+
+// windowMax is how many charges (or refunds) a window of more than one
+// second may hold: one that holds this many is read again as a smaller
+// window.
+const windowMax = 500
+
+// MaxListRequests bounds the list requests (charges and refunds) one
+// Payments call makes. Each window that holds fewer than limit transactions
+// costs at most windowMax/100 pages of each, and the windows halve or double,
+// so only a stretch with thousands of charges that did not succeed (card
+// testing) and fewer than limit that did can reach it: ErrBadAnswer, for a
+// person to look.
+const MaxListRequests = 200
+
+// lookups is how many Checkout Session lookups run at once.
+const lookups = 8
 
 // sessionLifetime is the longest a Checkout Session stays open: a session
 // paid after a moment was created at most this long before it.
@@ -368,11 +389,25 @@ const sessionLifetime = 24 * time.Hour
 //   - each succeeded or pending refund created since then is a refund, of
 //     its amount, at its time.
 //
+// They are the oldest limit however many follow: charges and refunds are
+// listed in windows of whole seconds (created gte / lt) from since, each
+// read whole, the first from since to now; a window holding windowMax or
+// more of either is read again narrower, one holding few makes the next
+// wider, and reading stops once limit are collected. A second is never
+// split between windows, so the transactions of the last second returned
+// that did not fit come first when asked again from that second (which of
+// a second's fit is decided by PaymentIntent id, before sessions are looked
+// up, so that it is the same every time). The list
+// requests are bounded (MaxListRequests), and a single second holding more
+// than MaxListed of either is ErrBadAnswer.
+//
 // Each is named as the shop named it in begin_payment: by its Checkout
-// Session's id when it paid a session (sessions created up to 24 hours
-// before since are read to find them), else by its PaymentIntent's id. The
-// order id is the session's metadata order_id (or client_reference_id),
-// else the PaymentIntent's metadata order_id, else the charge's.
+// Session's id when it paid a session, else by its PaymentIntent's id. The
+// complete session of each PaymentIntent returned is looked up by its id
+// (created up to 24 hours before since): one request per PaymentIntent
+// returned, whatever the number of sessions. The order id is the session's
+// metadata order_id (or client_reference_id), else the PaymentIntent's
+// metadata order_id, else the charge's.
 func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
 	start := time.Now()
 	ps, err := d.list(ctx, since, limit)
@@ -383,112 +418,281 @@ func (d *Driver) Payments(ctx context.Context, since time.Time, limit int) ([]ga
 	return ps, nil
 }
 
+// record is a charge or refund listed, kept until the oldest are known.
+type record struct {
+	id      string // ch_... or re_...
+	created int64
+	charge  *stripeapi.Charge
+	refund  *stripeapi.Refund
+	// intent is the PaymentIntent, if any; fallbackID and fallbackOrder
+	// name the record without a session.
+	intent                    *stripeapi.PaymentIntent
+	fallbackID, fallbackOrder string
+}
+
+// window is what one window of whole seconds [lo, hi) (hi 0: no end)
+// held.
+type window struct {
+	records []record
+	// full: charges or refunds reached the cap: not all were read.
+	full bool
+	// listed is the most charges or refunds listed; newest and oldest are
+	// the times of those listed.
+	listed         int
+	newest, oldest int64
+}
+
 func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
 	if limit < 1 || limit > gateway.MaxPaymentsLimit {
 		return nil, fmt.Errorf("limit must be 1 to %d, got %d: %w", gateway.MaxPaymentsLimit, limit, gateway.ErrBadRequest)
 	}
-	from := &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Unix()}
-
-	cp := &stripeapi.ChargeListParams{CreatedRange: from}
-	cp.Limit = stripeapi.Int64(100)
-	cp.AddExpand("data.payment_intent")
-	var charges []*stripeapi.Charge
-	for c, err := range d.client.V1Charges.List(ctx, cp) {
+	var (
+		records  []record
+		seen     = map[string]bool{}
+		requests = 0
+		lo       = since.Unix()
+		now      = time.Now().Unix()
+		width    = int64(0) // 0: from lo on, no end (the first window)
+	)
+	for {
+		hi := int64(0)
+		if width > 0 && lo+width <= now {
+			hi = lo + width
+		}
+		capacity := windowMax
+		if hi == lo+1 {
+			capacity = MaxListed // a second is read whole or not at all
+		}
+		w, err := d.window(ctx, lo, hi, capacity, &requests)
 		if err != nil {
-			return nil, classify(err)
+			return nil, err
 		}
-		if len(charges) >= MaxListed {
-			return nil, fmt.Errorf("more than %d charges since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
+		if w.full {
+			if hi == lo+1 {
+				return nil, fmt.Errorf("more than %d charges or refunds at %s: the list cannot be paged past them: %w",
+					MaxListed, time.Unix(lo, 0).UTC().Format(time.RFC3339), gateway.ErrBadAnswer)
+			}
+			// Narrower: half the window, at most half the span of the
+			// newest windowMax read (they are as dense as that).
+			end := hi
+			if end == 0 {
+				end = max(now, w.newest) + 1
+			}
+			width = max(1, min((end-lo)/2, (w.newest-w.oldest+1)/2))
+		} else {
+			for _, r := range w.records {
+				if !seen[r.id] {
+					seen[r.id] = true
+					records = append(records, r)
+				}
+			}
+			if hi == 0 || len(records) >= limit {
+				break
+			}
+			lo = hi
+			switch {
+			case w.listed < windowMax/4:
+				width *= 2
+			case w.listed > windowMax/2:
+				width = max(1, width/2)
+			}
 		}
-		if c.Status == stripeapi.ChargeStatusSucceeded {
-			charges = append(charges, c)
+		if requests >= MaxListRequests {
+			return nil, fmt.Errorf("%d list requests found only %d of %d transactions, up to %s (thousands of charges that did not succeed?): %w",
+				requests, len(records), limit, time.Unix(lo, 0).UTC().Format(time.RFC3339), gateway.ErrBadAnswer)
 		}
 	}
-
-	rp := &stripeapi.RefundListParams{CreatedRange: from}
-	rp.Limit = stripeapi.Int64(100)
-	rp.AddExpand("data.payment_intent")
-	var refunds []*stripeapi.Refund
-	for r, err := range d.client.V1Refunds.List(ctx, rp) {
-		if err != nil {
-			return nil, classify(err)
-		}
-		if len(refunds) >= MaxListed {
-			return nil, fmt.Errorf("more than %d refunds since then: ask for a later since: %w", MaxListed, gateway.ErrBadRequest)
-		}
-		if r.Status == stripeapi.RefundStatusSucceeded || r.Status == stripeapi.RefundStatusPending {
-			refunds = append(refunds, r)
-		}
+	// Oldest first, by time, payment id; then status and Stripe's id, so
+	// that the same records are always cut at the same place.
+	slices.SortFunc(records, func(a, b record) int {
+		return cmp.Or(cmp.Compare(a.created, b.created), strings.Compare(a.name(), b.name()),
+			strings.Compare(a.status(), b.status()), strings.Compare(a.id, b.id))
+	})
+	if len(records) > limit {
+		records = records[:limit]
 	}
-	if len(charges) == 0 && len(refunds) == 0 {
+	if len(records) == 0 {
 		return nil, nil
 	}
-
-	sp := &stripeapi.CheckoutSessionListParams{
-		CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Add(-sessionLifetime).Unix()},
-		Status:       stripeapi.String(string(stripeapi.CheckoutSessionStatusComplete)),
+	sessions, err := d.sessions(ctx, since, records)
+	if err != nil {
+		return nil, err
 	}
-	sp.Limit = stripeapi.Int64(100)
-	sessions := map[string]*stripeapi.CheckoutSession{} // by PaymentIntent id
-	n := 0
-	for cs, err := range d.client.V1CheckoutSessions.List(ctx, sp) {
-		if err != nil {
-			return nil, classify(err)
+	out := make([]gateway.Payment, 0, len(records))
+	for _, r := range records {
+		var p gateway.Payment
+		var err error
+		if r.charge != nil {
+			p.Amount, p.Currency, err = money(r.id, r.charge.Amount, r.charge.Currency)
+			p.Status = gateway.PaymentPaid
+		} else {
+			p.Amount, p.Currency, err = money(r.id, r.refund.Amount, r.refund.Currency)
+			p.Status = gateway.PaymentRefunded
 		}
-		if n++; n > MaxListed {
-			return nil, fmt.Errorf("more than %d Checkout Sessions since a day before then: %w", MaxListed, gateway.ErrBadRequest)
-		}
-		if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
-			sessions[cs.PaymentIntent.ID] = cs
-		}
-	}
-	// name names a transaction of PaymentIntent pi (nil for a charge made
-	// without one: fallbackID) as begin_payment did.
-	name := func(pi *stripeapi.PaymentIntent, fallbackID, fallbackOrder string) (paymentID, orderID string) {
-		paymentID, orderID = fallbackID, fallbackOrder
-		if pi == nil || pi.ID == "" {
-			return
-		}
-		paymentID = pi.ID
-		orderID = cmp.Or(pi.Metadata["order_id"], orderID)
-		if cs, ok := sessions[pi.ID]; ok {
-			paymentID = cs.ID
-			orderID = cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID, orderID)
-		}
-		return
-	}
-
-	var out []gateway.Payment
-	for _, c := range charges {
-		amount, currency, err := money(c.ID, c.Amount, c.Currency)
 		if err != nil {
 			return nil, err
 		}
-		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentPaid, At: time.Unix(c.Created, 0).UTC()}
-		p.PaymentID, p.OrderID = name(c.PaymentIntent, c.ID, c.Metadata["order_id"])
+		p.At = time.Unix(r.created, 0).UTC()
+		p.PaymentID, p.OrderID = r.fallbackID, r.fallbackOrder
+		if pi := r.intent; pi != nil && pi.ID != "" {
+			p.PaymentID = pi.ID
+			p.OrderID = cmp.Or(pi.Metadata["order_id"], p.OrderID)
+			if cs, ok := sessions[pi.ID]; ok {
+				p.PaymentID = cs.ID
+				p.OrderID = cmp.Or(cs.Metadata["order_id"], cs.ClientReferenceID, p.OrderID)
+			}
+		}
 		out = append(out, p)
 	}
-	for _, r := range refunds {
-		amount, currency, err := money(r.ID, r.Amount, r.Currency)
-		if err != nil {
-			return nil, err
-		}
-		p := gateway.Payment{Amount: amount, Currency: currency, Status: gateway.PaymentRefunded, At: time.Unix(r.Created, 0).UTC()}
-		fallback := r.ID
-		if r.Charge != nil && r.Charge.ID != "" {
-			fallback = r.Charge.ID
-		}
-		p.PaymentID, p.OrderID = name(r.PaymentIntent, fallback, r.Metadata["order_id"])
-		out = append(out, p)
-	}
-	// Stripe lists newest first.
+	// Sorted by PaymentIntent id above; a session's id may sort otherwise.
 	slices.SortStableFunc(out, func(a, b gateway.Payment) int {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.PaymentID, b.PaymentID))
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
 	return out, nil
+}
+
+func (r record) name() string {
+	if r.intent != nil && r.intent.ID != "" {
+		return r.intent.ID
+	}
+	return r.fallbackID
+}
+
+func (r record) status() string {
+	if r.charge != nil {
+		return gateway.PaymentPaid
+	}
+	return gateway.PaymentRefunded
+}
+
+// window lists the charges, then the refunds, created in [lo, hi) (hi 0:
+// from lo on), at most capacity of each: a window with capacity of either
+// is full, and what it read is not used.
+func (d *Driver) window(ctx context.Context, lo, hi int64, capacity int, requests *int) (window, error) {
+	created := &stripeapi.RangeQueryParams{GreaterThanOrEqual: lo}
+	if hi > 0 {
+		created.LesserThan = hi
+	}
+	var w window
+	// seen notes a listed object (any status) for the window's counts.
+	seen := func(n *int, at int64) bool {
+		if *n%listPage == 0 {
+			*requests++
+		}
+		*n++
+		if *n == 1 {
+			w.newest, w.oldest = at, at
+		}
+		w.newest, w.oldest = max(w.newest, at), min(w.oldest, at)
+		w.listed = max(w.listed, *n)
+		if *n >= capacity {
+			w.full = true
+		}
+		return !w.full
+	}
+
+	cp := &stripeapi.ChargeListParams{CreatedRange: created}
+	cp.Limit = stripeapi.Int64(listPage)
+	cp.AddExpand("data.payment_intent")
+	n := 0
+	for c, err := range d.client.V1Charges.List(ctx, cp) {
+		if err != nil {
+			return window{}, classify(err)
+		}
+		if c.Status == stripeapi.ChargeStatusSucceeded {
+			w.records = append(w.records, record{id: c.ID, created: c.Created, charge: c, intent: c.PaymentIntent,
+				fallbackID: c.ID, fallbackOrder: c.Metadata["order_id"]})
+		}
+		if !seen(&n, c.Created) {
+			return w, nil
+		}
+	}
+	if n == 0 {
+		*requests++
+	}
+
+	rp := &stripeapi.RefundListParams{CreatedRange: created}
+	rp.Limit = stripeapi.Int64(listPage)
+	rp.AddExpand("data.payment_intent")
+	n = 0
+	for r, err := range d.client.V1Refunds.List(ctx, rp) {
+		if err != nil {
+			return window{}, classify(err)
+		}
+		if r.Status == stripeapi.RefundStatusSucceeded || r.Status == stripeapi.RefundStatusPending {
+			fallback := r.ID
+			if r.Charge != nil && r.Charge.ID != "" {
+				fallback = r.Charge.ID
+			}
+			w.records = append(w.records, record{id: r.ID, created: r.Created, refund: r, intent: r.PaymentIntent,
+				fallbackID: fallback, fallbackOrder: r.Metadata["order_id"]})
+		}
+		if !seen(&n, r.Created) {
+			return w, nil
+		}
+	}
+	if n == 0 {
+		*requests++
+	}
+	return w, nil
+}
+
+// sessions looks up the complete Checkout Session of each PaymentIntent of
+// records (by its payment_intent, created at most a session's lifetime
+// before since), lookups at a time. An answer naming another PaymentIntent
+// is ignored: the transaction keeps the PaymentIntent's name.
+func (d *Driver) sessions(ctx context.Context, since time.Time, records []record) (map[string]*stripeapi.CheckoutSession, error) {
+	var intents []string
+	for _, r := range records {
+		if r.intent != nil && r.intent.ID != "" && !slices.Contains(intents, r.intent.ID) {
+			intents = append(intents, r.intent.ID)
+		}
+	}
+	var (
+		mu       sync.Mutex
+		sessions = map[string]*stripeapi.CheckoutSession{}
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, lookups)
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, pi := range intents {
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sp := &stripeapi.CheckoutSessionListParams{
+				CreatedRange:  &stripeapi.RangeQueryParams{GreaterThanOrEqual: since.Add(-sessionLifetime).Unix()},
+				PaymentIntent: stripeapi.String(pi),
+				Status:        stripeapi.String(string(stripeapi.CheckoutSessionStatusComplete)),
+			}
+			sp.Limit = stripeapi.Int64(1)
+			sp.Single = true
+			for cs, err := range d.client.V1CheckoutSessions.List(ctx, sp) {
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = classify(err)
+					cancel()
+				}
+				// Another PaymentIntent's session names nothing here.
+				if err == nil && cs.PaymentIntent != nil && cs.PaymentIntent.ID == pi {
+					sessions[pi] = cs
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return sessions, nil
 }
 
 // payments reads the order's payments at Stripe: the ones ref names, or

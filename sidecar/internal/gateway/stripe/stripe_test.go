@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,10 @@ func TestAgainstStripeMock(t *testing.T) {
 type scripted struct {
 	mu      sync.Mutex
 	answers map[string][]answer // by "METHOD path"; the last one repeats
-	seen    []string
+	// handlers answer by the request's query instead, if set for the key.
+	handlers map[string]func(q url.Values) answer
+	seen     []string
+	queries  []url.Values // of each request seen
 }
 
 type answer struct {
@@ -159,7 +163,7 @@ type answer struct {
 }
 
 func newScripted(t *testing.T) (*scripted, string) {
-	s := &scripted{answers: map[string][]answer{}}
+	s := &scripted{answers: map[string][]answer{}, handlers: map[string]func(url.Values) answer{}}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return s, srv.URL
@@ -175,9 +179,12 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Method + " " + r.URL.Path
 	s.mu.Lock()
 	s.seen = append(s.seen, key)
+	s.queries = append(s.queries, r.URL.Query())
 	as := s.answers[key]
 	var a answer
 	switch {
+	case s.handlers[key] != nil:
+		a = s.handlers[key](r.URL.Query())
 	case len(as) == 0:
 		a = answer{404, `{"error": {"type": "invalid_request_error", "code": "resource_missing", "message": "No such object"}}`}
 	case len(as) == 1:
