@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,30 @@ func CheckZoneOffset(t time.Time) error {
 	return nil
 }
 
+// ParseTime reads an RFC 3339 time with a zone whose offset PostgreSQL
+// accepts (CheckZoneOffset): the times of the gateway's records, and of the
+// reconcile files. time.Parse alone is laxer than RFC 3339: it reads a zone
+// minute of 60 ("+00:60") as the next hour, takes a comma before the
+// fraction and a one-digit hour; so does time.Time's UnmarshalJSON.
+func ParseTime(s string) (time.Time, error) {
+	if !rfc3339Shape.MatchString(s) {
+		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+	}
+	if err := CheckZoneOffset(t); err != nil {
+		return time.Time{}, fmt.Errorf("%v, in %s", err, quote(s))
+	}
+	return t, nil
+}
+
+// rfc3339Shape is RFC 3339's date-time: two-digit fields, a period before
+// the fraction, a zone of Z or ±hh:mm with minutes below 60 (the values'
+// ranges are time.Parse's to check).
+var rfc3339Shape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-5][0-9])$`)
+
 // Payment is one transaction in the gateway's records: a payment (Status
 // PaymentPaid, At when it was paid) or its refund (PaymentRefunded, At when
 // it was refunded, Amount the amount refunded).
@@ -53,6 +78,30 @@ type Payment struct {
 	Currency  Currency  `json:"currency"`
 	Status    string    `json:"status"`
 	At        time.Time `json:"at"`
+}
+
+// UnmarshalJSON reads a payment of the gateway's list with its at read by
+// ParseTime, not by time.Time's laxer parser. A missing or null at leaves At
+// zero (validate: "at is missing").
+func (p *Payment) UnmarshalJSON(b []byte) error {
+	type plain Payment
+	var w struct {
+		plain
+		At *string `json:"at"` // shadows plain's At
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = Payment(w.plain)
+	p.At = time.Time{}
+	if w.At != nil {
+		t, err := ParseTime(*w.At)
+		if err != nil {
+			return fmt.Errorf("at: %w", err)
+		}
+		p.At = t
+	}
+	return nil
 }
 
 // paymentsAnswer is the body of GET /v1/payments.
@@ -175,9 +224,6 @@ func (p *Payment) validate() error {
 	}
 	if p.At.IsZero() {
 		return errors.New("at is missing")
-	}
-	if err := CheckZoneOffset(p.At); err != nil {
-		return fmt.Errorf("at %s: %w", p.At.Format(time.RFC3339Nano), err)
 	}
 	// The database keeps microseconds.
 	p.At = p.At.Truncate(time.Microsecond)

@@ -110,7 +110,13 @@ func TestPaymentsBadAnswers(t *testing.T) {
 		{"at -16:00", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10-16:00`, 1) + `], "has_more": false}`, "got -16:00"},
 		{"at +23:59", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+23:59`, 1) + `], "has_more": false}`, "got +23:59"},
 		{"at +24:00", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+24:00`, 1) + `], "has_more": false}`, "got +24:00"},
-		{"at +15:60", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+15:60`, 1) + `], "has_more": false}`, "got +16:00"},
+		// RFC 3339, not time.Time's laxer parser: it read a zone minute of
+		// 60 as the next hour (+00:60 as +01:00), and took a comma before
+		// the fraction and a one-digit hour.
+		{"at +15:60", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-04T03:25:10+15:60`, 1) + `], "has_more": false}`, "must be an RFC 3339 time"},
+		{"at +00:60", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-01T10:00:00+00:60`, 1) + `], "has_more": false}`, "must be an RFC 3339 time"},
+		{"at with a comma", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-01T10:00:00,5Z`, 1) + `], "has_more": false}`, "must be an RFC 3339 time"},
+		{"at with a one-digit hour", `{"payments": [` + strings.Replace(p, `2026-12-01T10:00:00Z`, `2026-12-01T1:00:00Z`, 1) + `], "has_more": false}`, "must be an RFC 3339 time"},
 		{"payment id with control characters", `{"payments": [` + strings.Replace(p, `"P1"`, `"P\u001b1"`, 1) + `], "has_more": false}`, "control"},
 		{"long order id", `{"payments": [` + strings.Replace(p, `"A1"`, `"`+strings.Repeat("x", 65)+`"`, 1) + `], "has_more": false}`, "longer than 64"},
 		{"out of order", `{"payments": [` + p + `, ` + p2 + `], "has_more": false}`, "older than the one before"},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -265,32 +264,20 @@ func parseRFC3339(line int, field, s string) (time.Time, error) {
 	return t, nil
 }
 
-// ParseTime reads an RFC 3339 time with a zone whose offset PostgreSQL
-// accepts (at most 15:59 east or west of UTC), at most microseconds: the
-// times of CSV files, and the period of the reconcile command.
+// ParseTime reads a time as the gateway's records must write it
+// (gateway.ParseTime: RFC 3339, a zone PostgreSQL accepts), at most
+// microseconds: the times of CSV files, and the period of the reconcile
+// command.
 func ParseTime(s string) (time.Time, error) {
-	// time.Parse alone is laxer than RFC 3339: it reads a zone minute of
-	// 60 ("+00:60") as the next hour and takes a comma before the fraction.
-	if !rfc3339Shape.MatchString(s) {
-		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := gateway.ParseTime(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("must be an RFC 3339 time with a zone like 2026-12-01T10:00:00Z, got %s", quote(s))
+		return time.Time{}, err
 	}
 	if t.Nanosecond()%1000 != 0 {
 		return time.Time{}, fmt.Errorf("more precise than microseconds: %s", quote(s))
 	}
-	if err := gateway.CheckZoneOffset(t); err != nil {
-		return time.Time{}, fmt.Errorf("%v, in %s", err, quote(s))
-	}
 	return t, nil
 }
-
-// rfc3339Shape is RFC 3339's date-time: two-digit fields, a period before
-// the fraction, a zone of Z or ±hh:mm with minutes below 60 (the values'
-// ranges are time.Parse's to check).
-var rfc3339Shape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-5][0-9])$`)
 
 // checkDuplicates refuses a payment listed twice with the same status.
 func checkDuplicates(ts []Transaction) error {
