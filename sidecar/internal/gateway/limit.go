@@ -116,6 +116,17 @@ func (l *Limited) Payments(ctx context.Context, since time.Time, limit int) ([]P
 	return l.Gateway.Payments(ctx, since, limit)
 }
 
+// Occupy takes n tokens of the bucket ahead, for calls that will go out
+// without taking one: the tokens jobs reserved in an earlier process (a
+// Ticket held across a restart). The calls through l then find their tokens
+// after those n, so that both together keep the rate.
+func (l *Limited) Occupy(n int) {
+	now := time.Now()
+	for range n {
+		l.Limiter.ReserveN(now, 1)
+	}
+}
+
 // Ticket lets a call keep a token reserved ahead instead of giving it back,
 // so that a backlog drains at the rate with a few job runs per call instead
 // of every throttled job asking again every couple of seconds. A caller

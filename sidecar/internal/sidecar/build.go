@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -90,7 +91,28 @@ func (s *Sidecar) newGateway() (gateway.Gateway, error) {
 		return nil, err
 	}
 	l.Observe = m.ObserveThrottle
+	s.limited = l
 	return l, nil
+}
+
+// occupyReservedTokens takes from this process's rate limit the gateway
+// tokens that jobs hold for their next run (reserved by an earlier process,
+// before a restart, or by another sidecar) and that are still to come.
+// Without it a sidecar restarted during a throttled backlog sent its own
+// calls at the full rate on top of the held tokens: up to twice the rate
+// until they had passed. A database that does not answer yet costs only
+// that protection, with a warning.
+func (s *Sidecar) occupyReservedTokens(ctx context.Context) {
+	n, last, err := worker.ReservedGatewayTokens(ctx, s.pool)
+	if err != nil {
+		s.logger.Warn("could not read the gateway tokens that snoozed jobs hold; this sidecar's calls may go out on top of them until they pass", "error", err)
+		return
+	}
+	if n == 0 {
+		return
+	}
+	s.limited.Occupy(n)
+	s.logger.Info("gateway rate limit: tokens held by snoozed jobs come first", "tokens", n, "last_due", last)
 }
 
 // newRiver builds the River client with the workers of package worker, the

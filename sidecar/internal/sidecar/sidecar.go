@@ -18,6 +18,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/dbclock"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/rescue"
@@ -48,6 +49,8 @@ type Sidecar struct {
 	clock   *dbclock.Clock
 	rescuer *rescue.Rescuer
 	reg     *prometheus.Registry
+	// limited is the gateway's rate limit (GatewayRate), or nil.
+	limited *gateway.Limited
 	http    *server.Server
 	ui      *riverui.Handler
 	// consolePool is the console's own pool (ConsoleDatabaseURL), or nil.
@@ -145,6 +148,13 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// until the clock's loop below measures it; the loop logs the offset.
 	if _, err := s.clock.Measure(ctx, s.pool); err != nil {
 		logger.Warn("could not read the database's clock yet; using this host's until it answers", "error", err)
+	}
+
+	// The gateway tokens an earlier process reserved for snoozed jobs are
+	// still honoured when those jobs come back: this process's own calls
+	// take their tokens after them, so that together they keep the rate.
+	if s.limited != nil {
+		s.occupyReservedTokens(ctx)
 	}
 
 	// River runs on its own context: it is stopped explicitly below, with a

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
@@ -79,6 +81,37 @@ func (d *Deps) keepSlot(ctx context.Context, job *rivertype.JobRow, in time.Dura
 		return fmt.Errorf("record the reserved gateway token of job %d: %w", job.ID, err)
 	}
 	return nil
+}
+
+// ReservedGatewayTokens counts the gateway tokens that snoozed jobs hold
+// for their next run and that are still to come by the database's clock
+// (their slot, written by keepSlot), and returns when the last one is due.
+// A slot that cannot be read is not counted: it will not be honoured either.
+func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last time.Time, err error) {
+	rows, err := pool.Query(ctx, `
+		SELECT j.metadata -> $1, clock_timestamp()
+		  FROM river_job AS j
+		 WHERE j.state IN ('available', 'scheduled') AND j.metadata ? $1`, slotKey)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
+	}
+	var raw []byte
+	var now time.Time
+	_, err = pgx.ForEachRow(rows, []any{&raw, &now}, func() error {
+		var slot gatewaySlot
+		if json.Unmarshal(raw, &slot) != nil || !slot.At.After(now) {
+			return nil
+		}
+		n++
+		if slot.At.After(last) {
+			last = slot.At
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
+	}
+	return n, last, nil
 }
 
 // reservedSnooze is how long a job snoozes for a token due in `in`. Up to

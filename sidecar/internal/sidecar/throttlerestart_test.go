@@ -1,0 +1,91 @@
+package sidecar_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+)
+
+// A sidecar restarted during a throttled backlog keeps the rate: the jobs
+// snoozed by the old process come back with the tokens it reserved for them,
+// and the new process's own calls (here the closes of orders that expire
+// after the restart) take their tokens after those. Before, the new process
+// started with a full bucket and sent its own calls at the full rate on top
+// of the held tokens: twice the rate until they had passed.
+func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
+	t.Parallel()
+	const (
+		before = 60 // closes queued before the restart
+		after  = 30 // orders that expire after it
+		rate   = 5.0
+		burst  = 1
+		window = 4 * time.Second
+	)
+	e := newEnv(t, false)
+	ts := &timestamps{}
+	srv := httptest.NewServer(ts.wrap(e.fake))
+	t.Cleanup(srv.Close)
+	failed := func(id string) {
+		sidecartest.CreateOrder(t, e.db, id, 200*time.Millisecond, `{"precheck": "never"}`)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment($1, $2, interval '50 milliseconds')", id, "P"+id)
+		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment($1, $2)", id, "P"+id)
+	}
+	for i := range before {
+		failed(fmt.Sprintf("A%d", i))
+	}
+	config := func(name string) func() {
+		cfg := e.config(name)
+		cfg.GatewayURL = srv.URL
+		cfg.GatewayRate, cfg.GatewayBurst = rate, burst
+		cfg.MaxWorkers = 20
+		_, stop := sidecartest.Start(t, cfg)
+		return stop
+	}
+	stop := config("s1")
+	// Every queued close has run once and holds a token of s1's schedule.
+	sidecartest.Eventually(t, 60*time.Second, "the backlog's tokens reserved", func() (bool, error) {
+		n := sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job
+			WHERE kind = 'ordertimeout_gateway_close' AND metadata ? 'ordertimeout_gateway_slot'`)
+		return n+int64(e.fake.Stats().Closes) >= before, nil
+	})
+	stop()
+	sent := e.fake.Stats().Closes
+	require.Less(t, sent, before-20, "most of the backlog is still to send after the restart")
+
+	for i := range after {
+		failed(fmt.Sprintf("B%d", i))
+	}
+	config("s2")
+	sidecartest.Eventually(t, 120*time.Second, "every close sent", func() (bool, error) {
+		return e.fake.Stats().Closes >= before+after, nil
+	})
+	closes := ts.get()
+	require.Len(t, closes, before+after, "one close per order")
+	slices.SortFunc(closes, func(a, b time.Time) int { return a.Compare(b) })
+	busiest, at := 0, time.Time{}
+	for i := range closes {
+		j, _ := slices.BinarySearchFunc(closes, closes[i].Add(window), func(c, t time.Time) int { return c.Compare(t) })
+		if j-i > busiest {
+			busiest, at = j-i, closes[i]
+		}
+	}
+	// At the rate a window holds rate*window closes and the burst; a call
+	// sent later than its token (a job fetched late) brings the next one
+	// closer, so a quarter more is allowed. Twice the rate (the bug) gave
+	// 41.
+	most := int(rate*window.Seconds()*5/4) + burst
+	t.Logf("%d closes before the restart, %d after; busiest %v: %d closes, from %v after the first (at most %d allowed)",
+		sent, before+after-sent, window, busiest, at.Sub(closes[0]).Round(time.Millisecond), most)
+	require.LessOrEqual(t, busiest, most, "closes in the busiest %v", window)
+	// And no slower than the rate: the tokens taken at the start are those
+	// the old process's jobs still held, no more.
+	span := closes[len(closes)-1].Sub(closes[0])
+	ideal := time.Duration(float64(before+after-burst) / rate * float64(time.Second))
+	require.LessOrEqual(t, span, ideal*5/4, "the closes drain at about the rate across the restart (ideal %v)", ideal)
+}
