@@ -5,7 +5,10 @@
 -- the sidecar refunds at the gateway with the payment id as idempotency key
 -- and records it with finish_refund. A retry after any failure continues the
 -- same refund. The note, optional, is the operator's reason: it is kept on
--- the conflict (conflicts.note) and in the event, with the actor.
+-- the conflict (conflicts.note) and in the event, with the actor. A repeat
+-- of the same resolution is answered and writes nothing, unless it brings a
+-- note of its own: that note could not be kept, so the repeat is refused
+-- (OT138) rather than answered as if it had been.
 CREATE FUNCTION ordertimeout.resolve_conflict(
     conflict_id bigint,
     resolution  text,
@@ -59,9 +62,23 @@ BEGIN
             USING ERRCODE = 'OT130';
     END IF;
 
-    -- Exactly once: a repeat of the same resolution is answered, another one refused.
+    -- Exactly once: a repeat of the same resolution is answered, another one
+    -- refused. A repeat with another note than the one kept is refused too
+    -- (OT138): the conflict keeps the note of its resolution, and an answer
+    -- would tell the caller theirs was kept. Without a note, or with the same
+    -- one, a repeat is a retry and answered.
     IF v_conflict.state = 'resolved' THEN
         IF v_conflict.resolution = v_outcome THEN
+            IF resolve_conflict.note IS NOT NULL AND resolve_conflict.note IS DISTINCT FROM v_conflict.note THEN
+                RAISE EXCEPTION 'conflict % is already resolved the same way (%) by %: %',
+                    resolve_conflict.conflict_id, v_conflict.resolution,
+                    coalesce(v_conflict.resolved_by, 'someone')
+                        || coalesce(' (refund claimed by ' || v_conflict.refund_started_by || ')', ''),
+                    CASE WHEN v_conflict.note IS NULL
+                         THEN 'it has no note, and the note given is not kept'
+                         ELSE 'its note stays, and the note given is not kept' END
+                    USING ERRCODE = 'OT138';
+            END IF;
             RETURN v_outcome;
         END IF;
         RAISE EXCEPTION 'conflict % is already resolved as %', resolve_conflict.conflict_id, v_conflict.resolution
@@ -69,6 +86,14 @@ BEGIN
     END IF;
     IF v_conflict.state = 'refunding' THEN
         IF v_outcome = 'refunded' THEN
+            IF resolve_conflict.note IS NOT NULL AND resolve_conflict.note IS DISTINCT FROM v_conflict.note THEN
+                RAISE EXCEPTION 'conflict % is already claimed for a refund by %: %',
+                    resolve_conflict.conflict_id, coalesce(v_conflict.refund_started_by, 'someone'),
+                    CASE WHEN v_conflict.note IS NULL
+                         THEN 'the claim has no note, and the note given is not kept'
+                         ELSE 'its note stays, and the note given is not kept' END
+                    USING ERRCODE = 'OT138';
+            END IF;
             RETURN 'refunding';
         END IF;
         RAISE EXCEPTION 'conflict % is being refunded (since %): a refund that started is the one that finishes',
@@ -148,4 +173,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text, text) IS
-    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134); note, optional, is kept with the resolution (OT149 when not 1-500 plain characters)';
+    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134); a repeat of the same resolution returns the same result and writes nothing, but one with another note than the conflict keeps is refused (OT138); note, optional, is kept with the resolution (OT149 when not 1-500 plain characters)';

@@ -136,6 +136,12 @@ const (
 	// Paused (OT137): timeout cancels are paused (configure(paused =>
 	// true)), so cancel_checked refuses until they are resumed.
 	Paused = "OT137"
+	// RepeatWithAnotherNote (OT138): resolve_conflict repeats the
+	// resolution the conflict already has (resolved, or claimed for a
+	// refund) with another note than the one it keeps; the conflict keeps
+	// its note and nothing is written. A repeat without a note, or with the
+	// same one, is answered.
+	RepeatWithAnotherNote = "OT138"
 )
 
 // Codes of administration: sweeps, stock, points, settings, retention.

@@ -41,8 +41,8 @@ SELECT results_eq(
     'and in the event of the decision, with the actor');
 SELECT is((SELECT count(*)::integer FROM ordertimeout.events WHERE order_id = 'o3' AND cause = 'conflict' AND detail ? 'note'),
     0, 'no note: no note key');
-SELECT is(ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o1'), 'manual', 'another note'),
-    'manual', 'a repeat is answered');
+SELECT is(ordertimeout.resolve_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o1'), 'manual', 'the buyer asked to keep it; the bank confirmed'),
+    'manual', 'a repeat with the same note is answered (another note: OT138, refuses_repeat_with_another_note.sql)');
 
 SELECT * FROM finish();
 ROLLBACK;
