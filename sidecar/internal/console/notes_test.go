@@ -2,11 +2,16 @@ package console_test
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // The conflicts page tells the operator that a note is kept with the
@@ -26,4 +31,72 @@ func TestNotesAreSaidToBeKept(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	a = site.do(t, http.MethodGet, "/console/conflicts", viewer, nil, nil)
 	require.Contains(t, row(t, a.Body, fmt.Sprintf("resolved-%d", s.MismatchID)), `<td class="note">`+note+`</td>`)
+}
+
+// An operator who resolves a conflict the same way as another already did,
+// from a page loaded before, with a note of their own, is told that their
+// note was not kept (409 and the hint) instead of "Conflict N resolved"
+// while the note was dropped. The first note stays, under Resolved and in
+// the database; nothing is written. The same for a refund claimed already.
+// Sent again without a note, or with the same note, the resolution is a
+// retry and answered as before.
+func TestSecondNoteOnTheSameResolutionIsRefused(t *testing.T) {
+	t.Parallel()
+	s, olgaSite := newSite(t)
+	other := console.Credentials{User: "otto", Password: "other-operator-secret"}
+	ottoSite := serve(t, console.Config{Pool: s.DB, Operator: other, Logger: sidecartest.Logger()})
+	olgaToken, ottoToken := olgaSite.token(t, operator), ottoSite.token(t, other)
+	resolve := func(on *site, who console.Credentials, token string, id int64, resolution, note string) answer {
+		t.Helper()
+		form := url.Values{"csrf": {token}, "resolution": {resolution}}
+		if note != "" {
+			form.Set("note", note)
+		}
+		return on.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", id), who, form,
+			map[string]string{"Origin": on.URL})
+	}
+	const (
+		first  = "the buyer keeps it; ticket 4711"
+		second = "handed to accounting; ticket 4712"
+	)
+	hint := template.HTMLEscapeString("Someone resolved this conflict the same way already, or claimed its refund: it keeps the note of that decision (see Resolved below, or the order's page while the refund runs), and yours was not kept.")
+
+	a := resolve(olgaSite, operator, olgaToken, s.MismatchID, "manual", first)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	before := readConflict(t, s.DB, s.MismatchID)
+
+	a = resolve(ottoSite, other, ottoToken, s.MismatchID, "manual", second)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "manual refused ("+sqlstate.RepeatWithAnotherNote+"): ")
+	require.Contains(t, a.Body, fmt.Sprintf("conflict %d is already resolved the same way (manual) by console:olga", s.MismatchID))
+	require.Contains(t, a.Body, hint)
+	require.Equal(t, before, readConflict(t, s.DB, s.MismatchID), "the refused repeat wrote nothing")
+	require.Equal(t, first, *before.Note)
+	require.Equal(t, "console:olga", *before.ResolvedBy)
+	require.EqualValues(t, 1, before.Events)
+	resolved := row(t, olgaSite.do(t, http.MethodGet, "/console/conflicts", viewer, nil, nil).Body, fmt.Sprintf("resolved-%d", s.MismatchID))
+	require.Contains(t, resolved, `<td class="note">`+first+`</td>`)
+	require.NotContains(t, resolved, "4712")
+
+	// A retry: the same note, or none, by either operator.
+	a = resolve(olgaSite, operator, olgaToken, s.MismatchID, "manual", first)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	a = resolve(ottoSite, other, ottoToken, s.MismatchID, "manual", "")
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, before, readConflict(t, s.DB, s.MismatchID))
+
+	// A refund claimed with a note: another note on refund is refused.
+	a = resolve(olgaSite, operator, olgaToken, s.LateID, "refund", first)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	claimed := readConflict(t, s.DB, s.LateID)
+	require.Equal(t, "refunding", claimed.State)
+	a = resolve(ottoSite, other, ottoToken, s.LateID, "refund", second)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "refund refused ("+sqlstate.RepeatWithAnotherNote+"): ")
+	require.Contains(t, a.Body, fmt.Sprintf("conflict %d is already claimed for a refund by console:olga", s.LateID))
+	require.Contains(t, a.Body, hint)
+	require.Equal(t, claimed, readConflict(t, s.DB, s.LateID), "the refused repeat wrote nothing")
+	a = resolve(ottoSite, other, ottoToken, s.LateID, "refund", "")
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, claimed, readConflict(t, s.DB, s.LateID))
 }

@@ -297,12 +297,13 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 
 // resolutionHints explain the refusals of resolve_conflict to an operator.
 var resolutionHints = map[string]string{
-	sqlstate.UnknownConflict:   "This conflict does not exist (any more).",
-	sqlstate.InvalidResolution: "That is not a resolution the console offers.",
-	sqlstate.CannotReinstate:   "Reinstate takes back a cancelled order paid late with exactly its amount and currency: refund this payment or hand it to a person (manual).",
-	sqlstate.ConflictResolved:  "Someone resolved this conflict otherwise already: see the history below.",
-	sqlstate.ConflictRefunding: "A refund of this payment has started: it is the only way this conflict can end, and the sidecar finishes it.",
-	sqlstate.InvalidActor:      "Your user name cannot be recorded as the actor.",
+	sqlstate.UnknownConflict:       "This conflict does not exist (any more).",
+	sqlstate.InvalidResolution:     "That is not a resolution the console offers.",
+	sqlstate.CannotReinstate:       "Reinstate takes back a cancelled order paid late with exactly its amount and currency: refund this payment or hand it to a person (manual).",
+	sqlstate.ConflictResolved:      "Someone resolved this conflict otherwise already: see the history below.",
+	sqlstate.ConflictRefunding:     "A refund of this payment has started: it is the only way this conflict can end, and the sidecar finishes it.",
+	sqlstate.RepeatWithAnotherNote: "Someone resolved this conflict the same way already, or claimed its refund: it keeps the note of that decision (see Resolved below, or the order's page while the refund runs), and yours was not kept.",
+	sqlstate.InvalidActor:          "Your user name cannot be recorded as the actor.",
 }
 
 // checkAction lets through a request that changes something only from an
@@ -354,7 +355,8 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The note is the operator's reason; the database refuses one it cannot
-	// keep as plain text (OT149), which is shown like any refusal.
+	// keep as plain text (OT149), and one brought to a conflict resolved the
+	// same way already with another note (OT138), shown like any refusal.
 	var note *string
 	if n := strings.TrimSpace(r.PostForm.Get("note")); n != "" {
 		note = &n
