@@ -5,7 +5,11 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
 
@@ -99,4 +103,37 @@ func TestSecondNoteOnTheSameResolutionIsRefused(t *testing.T) {
 	a = resolve(ottoSite, other, ottoToken, s.LateID, "refund", "")
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	require.Equal(t, claimed, readConflict(t, s.DB, s.LateID))
+}
+
+var noteInput = regexp.MustCompile(`<input type="text" name="note" maxlength="([0-9]+)"`)
+
+// A note is 1 to 500 characters (code points), but a browser's maxlength
+// counts UTF-16 units, two for a character outside the BMP: with
+// maxlength="500" a note of 500 such characters was cut to 250. The field
+// takes any note of 500 characters, which is kept whole; the database
+// refuses a longer one, and the page says why.
+func TestNoteOutsideTheBMPIsKeptWhole(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	note := strings.Repeat("😀", 250) + strings.Repeat("𠀀", 250) // 500 characters, 1,000 UTF-16 units
+	a := site.do(t, http.MethodGet, "/console/conflicts", operator, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	m := noteInput.FindStringSubmatch(a.Body)
+	require.NotNil(t, m, "no maxlength on the note field: %s", a.Body)
+	maxLength, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, maxLength, len(utf16.Encode([]rune(note))),
+		"the note field cannot take a note of 500 characters outside the BMP")
+
+	resolve := func(id int64, note string) answer {
+		return site.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", id), operator,
+			url.Values{"csrf": {site.token(t, operator)}, "resolution": {"manual"}, "note": {note}}, map[string]string{"Origin": site.URL})
+	}
+	a = resolve(s.MismatchID, note+"😀")
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "OT149")
+	a = resolve(s.MismatchID, note)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	a = site.do(t, http.MethodGet, "/console/conflicts", viewer, nil, nil)
+	require.Contains(t, row(t, a.Body, fmt.Sprintf("resolved-%d", s.MismatchID)), `<td class="note">`+note+`</td>`)
 }
