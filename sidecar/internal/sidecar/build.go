@@ -100,14 +100,18 @@ func (s *Sidecar) newGateway() (gateway.Gateway, error) {
 // before a restart, or by another sidecar) and that are still to come.
 // Without it a sidecar restarted during a throttled backlog sent its own
 // calls at the full rate on top of the held tokens: up to twice the rate
-// until they had passed. A database that does not answer yet costs only
-// that protection, with a warning.
+// until they had passed. The tokens that came due before this start (during
+// the restart) are not used: their jobs reserve new ones after the others
+// (worker.Deps.SlotsFrom), instead of all going out at once. A database that
+// does not answer yet costs only that protection, with a warning.
 func (s *Sidecar) occupyReservedTokens(ctx context.Context) {
-	n, last, err := worker.ReservedGatewayTokens(ctx, s.pool)
+	n, last, now, err := worker.ReservedGatewayTokens(ctx, s.pool)
 	if err != nil {
 		s.logger.Warn("could not read the gateway tokens that snoozed jobs hold; this sidecar's calls may go out on top of them until they pass", "error", err)
 		return
 	}
+	// River has not started: its workers see this before any job runs.
+	s.deps.SlotsFrom = now
 	if n == 0 {
 		return
 	}
@@ -124,7 +128,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		return err
 	}
 	workers := river.NewWorkers()
-	err = worker.Register(workers, &worker.Deps{
+	s.deps = &worker.Deps{
 		Reconciled:        m.Reconciled,
 		ReconcileOverlap:  cfg.ReconcileOverlap,
 		ReconcileLookback: cfg.ReconcileLookback,
@@ -136,8 +140,8 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		Now:               s.clock.Now,
 		Logger:            logger,
 		Outcome:           m.Outcome,
-	})
-	if err != nil {
+	}
+	if err := worker.Register(workers, s.deps); err != nil {
 		return err
 	}
 	var periodic []*river.PeriodicJob

@@ -51,8 +51,10 @@ type Sidecar struct {
 	reg     *prometheus.Registry
 	// limited is the gateway's rate limit (GatewayRate), or nil.
 	limited *gateway.Limited
-	http    *server.Server
-	ui      *riverui.Handler
+	// deps are the River workers' dependencies.
+	deps *worker.Deps
+	http *server.Server
+	ui   *riverui.Handler
 	// consolePool is the console's own pool (ConsoleDatabaseURL), or nil.
 	consolePool *pgxpool.Pool
 

@@ -48,17 +48,19 @@ type gatewaySlot struct {
 //
 // The slot is in the job's row, not in this sidecar's memory, so the run
 // that uses it may be on another sidecar: it sends on the token this one
-// reserved, and no token is wasted or taken twice. (After a sidecar
-// restart, the tokens the old process reserved are still honoured while
-// the new one reserves its own: the calls may reach up to twice the rate
-// until those slots have passed.)
+// reserved, and no token is wasted or taken twice. A sidecar that starts
+// takes the tokens still to come out of its own rate limit
+// (ReservedGatewayTokens, gateway.Limited.Occupy), so that the held tokens
+// and its own calls together keep the rate; a token that came due before it
+// started is not used (Deps.SlotsFrom): sent late, all at once, such tokens
+// would go out on top of the rate.
 func (d *Deps) gatewayTicket(ctx context.Context, job *rivertype.JobRow) context.Context {
 	t := &gateway.Ticket{}
 	var meta map[string]json.RawMessage
 	var slot gatewaySlot
 	if json.Unmarshal(job.Metadata, &meta) == nil && meta[slotKey] != nil &&
 		json.Unmarshal(meta[slotKey], &slot) == nil &&
-		slot.Attempt == job.Attempt && slot.Snoozes == snoozes(job) {
+		slot.Attempt == job.Attempt && slot.Snoozes == snoozes(job) && !slot.At.Before(d.SlotsFrom) {
 		if left := slot.At.Sub(d.now()); left >= -slotGrace {
 			t.Held, t.Due = true, time.Now().Add(left)
 		}
@@ -85,18 +87,18 @@ func (d *Deps) keepSlot(ctx context.Context, job *rivertype.JobRow, in time.Dura
 
 // ReservedGatewayTokens counts the gateway tokens that snoozed jobs hold
 // for their next run and that are still to come by the database's clock
-// (their slot, written by keepSlot), and returns when the last one is due.
-// A slot that cannot be read is not counted: it will not be honoured either.
-func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last time.Time, err error) {
+// (their slot, written by keepSlot), and returns when the last one is due
+// and the database's time of the count (for Deps.SlotsFrom). A slot that
+// cannot be read is not counted: it will not be honoured either.
+func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last, now time.Time, err error) {
 	rows, err := pool.Query(ctx, `
 		SELECT j.metadata -> $1, clock_timestamp()
 		  FROM river_job AS j
 		 WHERE j.state IN ('available', 'scheduled') AND j.metadata ? $1`, slotKey)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
+		return 0, time.Time{}, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
 	}
 	var raw []byte
-	var now time.Time
 	_, err = pgx.ForEachRow(rows, []any{&raw, &now}, func() error {
 		var slot gatewaySlot
 		if json.Unmarshal(raw, &slot) != nil || !slot.At.After(now) {
@@ -109,9 +111,14 @@ func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last
 		return nil
 	})
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
+		return 0, time.Time{}, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
 	}
-	return n, last, nil
+	if now.IsZero() { // no slot at all: the query returned no row
+		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			return 0, time.Time{}, time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+		}
+	}
+	return n, last, now, nil
 }
 
 // reservedSnooze is how long a job snoozes for a token due in `in`. Up to

@@ -80,6 +80,14 @@ type Deps struct {
 	// ReconcileWorker reconciled (reconcile_payments' outcome), for metrics.
 	Reconciled func(outcome string)
 
+	// SlotsFrom, if set, is the moment (the database's clock) this process
+	// started working jobs: a gateway token a job holds that came due before
+	// it (reserved by an earlier process, its moment passed during the
+	// restart) is not used, and the job reserves another, after the tokens
+	// still to come (ReservedGatewayTokens). Sent late, all at once, such
+	// tokens would go out on top of the rate. Set it before River starts.
+	SlotsFrom time.Time
+
 	// ReconcileOverlap and ReconcileLookback tune ReconcileWorker; if zero,
 	// DefaultReconcileOverlap and DefaultReconcileLookback.
 	ReconcileOverlap  time.Duration
