@@ -168,7 +168,15 @@ BEGIN
             outcome := 'other_order';
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
         ELSIF v_row.value ->> 'status' = 'refunded' THEN
-            IF v_pay.status = 'refunded' THEN
+            IF v_pay.status = 'refunded'
+               AND ((v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
+                    OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency'))) THEN
+                -- The refund made here gave back the payment's amount.
+                outcome := 'amount_differs';
+                detail := format('refunded here %s %s; the gateway refunded %s %s',
+                                 coalesce(v_pay.amount::text, 'an unknown amount'), coalesce(v_pay.currency, ''),
+                                 v_amount, v_row.value ->> 'currency');
+            ELSIF v_pay.status = 'refunded' THEN
                 outcome := 'ok';
             ELSE
                 outcome := 'refund_unknown';
@@ -201,7 +209,17 @@ BEGIN
                                  v_amount, v_row.value ->> 'currency');
             END IF;
         ELSIF v_pay.status IN ('late', 'refunded') THEN
-            outcome := 'known_conflict';
+            -- A conflict's refund gives back the amount recorded here: one
+            -- the gateway did not take is money nobody accounts for.
+            IF (v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
+               OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency')) THEN
+                outcome := 'amount_differs';
+                detail := format('a conflict here of %s %s (%s); the gateway settled %s %s',
+                                 coalesce(v_pay.amount::text, 'an unknown amount'), coalesce(v_pay.currency, ''),
+                                 v_pay.status, v_amount, v_row.value ->> 'currency');
+            ELSE
+                outcome := 'known_conflict';
+            END IF;
         ELSE
             -- Money this database has not seen: a lost callback. Confirm it
             -- as a callback would have, with cause reconcile.
@@ -244,4 +262,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
-    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs, refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end. Running it again changes nothing';
+    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end. Running it again changes nothing';
