@@ -79,7 +79,7 @@ func (st *store) page(q url.Values, kind string) answer {
 	items := make([]map[string]any, 0, len(data))
 	for _, o := range data {
 		m := map[string]any{"id": o.id, "object": kind, "created": o.created, "status": o.status,
-			"amount": 100, "currency": "eur", "metadata": map[string]string{}}
+			"amount": 100, "amount_captured": 100, "captured": true, "currency": "eur", "metadata": map[string]string{}}
 		if o.intent != "" {
 			if kind == "checkout.session" {
 				m["payment_intent"] = o.intent

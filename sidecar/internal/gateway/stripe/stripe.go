@@ -28,7 +28,8 @@
 //     in minor units, with the idempotency key as Stripe's Idempotency-Key
 //     (Stripe keeps keys 24 hours; after that, a refund already made is
 //     found by its metadata idempotency_key instead of being made twice).
-//   - Payments: lists the succeeded charges (payments) and refunds created
+//   - Payments: lists the succeeded, captured charges (payments, of the
+//     amount captured) and refunds created
 //     since a moment (a charge is created when the buyer pays), each named
 //     by the Checkout Session or PaymentIntent id the shop gave
 //     begin_payment. Set the order id in the metadata of the PaymentIntent
@@ -384,8 +385,12 @@ const sessionLifetime = 24 * time.Hour
 // second: Stripe's times are whole seconds), oldest first by time, then
 // payment id, at most limit (1 to gateway.MaxPaymentsLimit):
 //
-//   - each succeeded charge created since then is a payment (a charge is
-//     created when the buyer pays, unlike its PaymentIntent) at its time;
+//   - each succeeded and captured charge created since then is a payment
+//     of the amount captured (a charge is created when the buyer pays,
+//     unlike its PaymentIntent) at its time; an uncaptured one (an
+//     authorization, capture_method manual) is not, nor is it listed again
+//     when it is captured later: the payment and precancel checks find
+//     such a payment (Order), reconciliation does not;
 //   - each succeeded or pending refund created since then is a refund, of
 //     its amount, at its time.
 //
@@ -523,7 +528,10 @@ func (d *Driver) list(ctx context.Context, since time.Time, limit int) ([]gatewa
 		var p gateway.Payment
 		var err error
 		if r.charge != nil {
-			p.Amount, p.Currency, err = money(r.id, r.charge.Amount, r.charge.Currency)
+			// What was captured: a partial capture takes less than the
+			// charge's amount (Order reads the PaymentIntent's
+			// amount_received).
+			p.Amount, p.Currency, err = money(r.id, r.charge.AmountCaptured, r.charge.Currency)
 			p.Status = gateway.PaymentPaid
 		} else {
 			p.Amount, p.Currency, err = money(r.id, r.refund.Amount, r.refund.Currency)
@@ -599,7 +607,10 @@ func (d *Driver) window(ctx context.Context, lo, hi int64, capacity int, request
 		if err != nil {
 			return window{}, classify(err)
 		}
-		if c.Status == stripeapi.ChargeStatusSucceeded {
+		// An uncaptured charge (capture_method manual) is an
+		// authorization: no money moved yet, and it may be released. Order
+		// reads its PaymentIntent as pending (requires_capture) too.
+		if c.Status == stripeapi.ChargeStatusSucceeded && c.Captured {
 			w.records = append(w.records, record{id: c.ID, created: c.Created, charge: c, intent: c.PaymentIntent,
 				fallbackID: c.ID, fallbackOrder: c.Metadata["order_id"]})
 		}

@@ -119,13 +119,15 @@ func TestAgainstStripeMock(t *testing.T) {
 		require.Equal(t, "/v1/checkout/sessions", reqs[2].Path)
 		require.Equal(t, "1699913600", reqs[2].Form.Get("created[gte]"), "sessions from a day before")
 		require.Equal(t, "complete", reqs[2].Form.Get("status"))
-		// The fixtures: a charge that succeeded and a refund that did.
+		// The fixtures: a charge that succeeded but was never captured
+		// (captured false: an authorization, no money) and a refund that
+		// succeeded.
 		var statuses []string
 		for _, p := range ps {
 			statuses = append(statuses, p.Status)
 			require.Equal(t, gateway.Currency("USD"), p.Currency)
 		}
-		require.ElementsMatch(t, []string{gateway.PaymentPaid, gateway.PaymentRefunded}, statuses)
+		require.ElementsMatch(t, []string{gateway.PaymentRefunded}, statuses)
 	})
 
 	t.Run("a key Stripe refuses is a bad request", func(t *testing.T) {
@@ -365,10 +367,10 @@ func TestPaymentsList(t *testing.T) {
 	s, url := newScripted(t)
 	d := newDriver(t, url)
 	s.set("GET /v1/charges", answer{200, `{"object": "list", "has_more": false, "url": "/v1/charges", "data": [
-		{"id": "ch_3", "object": "charge", "status": "succeeded", "amount": 5120, "currency": "kwd", "created": 1700000300, "refunded": true,
+		{"id": "ch_3", "object": "charge", "status": "succeeded", "amount": 5120, "amount_captured": 5120, "captured": true, "currency": "kwd", "created": 1700000300, "refunded": true,
 		 "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
 		{"id": "ch_2", "object": "charge", "status": "failed", "amount": 100, "currency": "eur", "created": 1700000200, "payment_intent": "pi_2"},
-		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 500, "currency": "jpy", "created": 1700000100,
+		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 500, "amount_captured": 500, "captured": true, "currency": "jpy", "created": 1700000100,
 		 "payment_intent": {"id": "pi_1", "object": "payment_intent", "metadata": {}}}]}`})
 	s.set("GET /v1/refunds", answer{200, `{"object": "list", "has_more": false, "url": "/v1/refunds", "data": [
 		{"id": "re_3", "object": "refund", "status": "succeeded", "amount": 2000, "currency": "kwd", "created": 1700000400,
@@ -390,4 +392,31 @@ func TestPaymentsList(t *testing.T) {
 	require.Equal(t, "cs_1", ps[0].PaymentID, "the oldest first")
 	_, err = d.Payments(bg, time.Unix(1700000000, 0), 0)
 	require.ErrorIs(t, err, gateway.ErrBadRequest)
+}
+
+// A charge that succeeded is money only once captured, and only what was
+// captured: an authorization (capture_method manual, captured false) moves
+// no money and may be released, and a partial capture takes less than the
+// charge's amount. Order reads such a PaymentIntent as pending
+// (requires_capture) and a succeeded one by its amount_received; the list
+// must not say paid, or paid the full amount, where Order would not.
+func TestPaymentsListsOnlyCapturedMoney(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	s.set("GET /v1/charges", answer{200, `{"object": "list", "has_more": false, "url": "/v1/charges", "data": [
+		{"id": "ch_3", "object": "charge", "status": "succeeded", "amount": 1000, "amount_captured": 1000, "captured": true,
+		 "currency": "eur", "created": 1700000300, "payment_intent": {"id": "pi_3", "object": "payment_intent", "metadata": {"order_id": "C3"}}},
+		{"id": "ch_2", "object": "charge", "status": "succeeded", "amount": 1000, "amount_captured": 600, "captured": true,
+		 "currency": "eur", "created": 1700000200, "payment_intent": {"id": "pi_2", "object": "payment_intent", "metadata": {"order_id": "C2"}}},
+		{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": 1000, "amount_captured": 0, "captured": false,
+		 "currency": "eur", "created": 1700000100, "payment_intent": {"id": "pi_1", "object": "payment_intent", "metadata": {"order_id": "C1"}}}]}`})
+	s.set("GET /v1/refunds", answer{200, `{"object": "list", "has_more": false, "url": "/v1/refunds", "data": []}`})
+	s.set("GET /v1/checkout/sessions", answer{200, `{"object": "list", "has_more": false, "url": "/v1/checkout/sessions", "data": []}`})
+	ps, err := d.Payments(bg, time.Unix(1700000000, 0), 10)
+	require.NoError(t, err)
+	require.Equal(t, []gateway.Payment{
+		{OrderID: "C2", PaymentID: "pi_2", Amount: "6.00", Currency: "EUR", Status: gateway.PaymentPaid, At: time.Unix(1700000200, 0).UTC()},
+		{OrderID: "C3", PaymentID: "pi_3", Amount: "10.00", Currency: "EUR", Status: gateway.PaymentPaid, At: time.Unix(1700000300, 0).UTC()},
+	}, ps, "the authorization is not listed; the partial capture is listed at what was captured")
 }
