@@ -40,6 +40,7 @@ DECLARE
     v_order    ordertimeout.orders;
     v_result   text;
     v_kind     text;
+    v_watermark timestamptz;
 BEGIN
     IF reconcile_payments.transactions IS NULL THEN
         RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
@@ -72,6 +73,26 @@ BEGIN
         RAISE EXCEPTION 'source must be 1 to 64 characters a-z, 0-9, _ : . -, starting with a letter, got "%"',
             left(reconcile_payments.source, 64)
             USING ERRCODE = 'OT173';
+    END IF;
+    -- The watermark says "reconciled up to here", and continuous
+    -- reconciliation asks the gateway only from a little before it: a
+    -- period that left a gap after it, or that ends in the future, would
+    -- move it past payments never reconciled. It only moves forward, so a
+    -- concurrent call can only make the check below easier to pass.
+    IF reconcile_payments.source IS NOT NULL THEN
+        IF reconcile_payments.period_end > clock_timestamp() THEN
+            RAISE EXCEPTION 'period_end % is in the future (now %): a source''s watermark moves only to a moment that has passed',
+                reconcile_payments.period_end, clock_timestamp()
+                USING ERRCODE = 'OT175';
+        END IF;
+        SELECT w.watermark INTO v_watermark
+        FROM ordertimeout.reconcile_watermarks AS w
+        WHERE w.source = reconcile_payments.source;
+        IF reconcile_payments.period_start > v_watermark THEN
+            RAISE EXCEPTION 'period_start % is after the watermark % of source "%": the time between them was never reconciled (start the period at or before the watermark)',
+                reconcile_payments.period_start, v_watermark, reconcile_payments.source
+                USING ERRCODE = 'OT174';
+        END IF;
     END IF;
 
     -- 1. Check every row before writing anything.
@@ -262,4 +283,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
-    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end. Running it again changes nothing';
+    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end (OT174 when the period starts after it, OT175 when it ends in the future). Running it again changes nothing';

@@ -219,6 +219,12 @@ const (
 	// InvalidSource (OT173): source is not 1-64 characters of a-z 0-9 _ :
 	// . - starting with a letter.
 	InvalidSource = "OT173"
+	// PeriodAfterWatermark (OT174): with a source, the period starts after
+	// the source's watermark: the time between them was never reconciled.
+	PeriodAfterWatermark = "OT174"
+	// PeriodInFuture (OT175): with a source, the period ends in the
+	// future, where the watermark cannot go.
+	PeriodInFuture = "OT175"
 )
 
 // PostgreSQL's own codes that ordertimeout's programs act on.

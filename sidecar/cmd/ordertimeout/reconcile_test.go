@@ -126,14 +126,25 @@ func TestReconcileCSV(t *testing.T) {
 		return append([]string{"--database-url", url, "--file", file, "--format", "csv", "--from", from, "--to", to}, more...)
 	}
 
-	out, err := runReconcile(t, args(good, "--source", "csv:test")...)
+	// A source's watermark moves only to a moment that has passed: the
+	// period ends at the database's time, after the confirmations.
+	var dbNow time.Time
+	require.NoError(t, db.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&dbNow))
+	srcTo := dbNow.UTC().Format(time.RFC3339Nano)
+	_, err := runReconcile(t, args(good, "--source", "csv:test")...)
+	require.ErrorContains(t, err, sqlstate.PeriodInFuture, "--to an hour ahead with --source")
+	out, err := runReconcile(t, "--database-url", url, "--file", good, "--format", "csv", "--from", from, "--to", srcTo, "--source", "csv:test")
 	require.ErrorIs(t, err, errNeedsPerson)
 	require.Contains(t, out, "ok                   1")
 	require.Contains(t, out, "confirmed            1")
 	require.Contains(t, out, "line -      missing_at_gateway order C3 payment P-C3")
 	require.Equal(t, "PAID", sidecartest.Status(t, db, "C2"))
 	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.reconcile_watermarks
-		WHERE source = 'csv:test' AND watermark = $1::timestamptz`, to))
+		WHERE source = 'csv:test' AND watermark = $1::timestamptz`, srcTo))
+	// The next period of the source must start at or before its watermark.
+	_, err = runReconcile(t, "--database-url", url, "--file", good, "--format", "csv", "--no-missing", "--source", "csv:test",
+		"--from", dbNow.Add(time.Microsecond).UTC().Format(time.RFC3339Nano), "--to", time.Now().UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano))
+	require.ErrorContains(t, err, sqlstate.PeriodAfterWatermark, "a gap after the watermark")
 
 	out, err = runReconcile(t, args(good, "--no-missing")...)
 	require.NoError(t, err, "nothing needs a person: %s", out)
