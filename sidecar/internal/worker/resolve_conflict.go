@@ -85,10 +85,18 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "conflict_id", id)
 
 	// A conflict resolved already, or unknown (its order purged since), has
-	// nothing left to do.
+	// nothing left to do. The amount is kept as confirm_payment was given
+	// it, which admits zeros beyond six decimal places (10.500000000, or
+	// 1050 / 100.0 computed in SQL): those are dropped, so that the refund
+	// follows the contract's grammar (at most six fraction digits) instead
+	// of being refused by the gateway client on every run. An amount of at
+	// most six places is sent as written, as it always was: a retry of a
+	// refund sent before sends the same request under the same key.
 	var c conflict
 	found, err := queryOne(ctx, w.Pool,
-		`SELECT order_id, payment_id, kind, amount::text, currency, state, late_payment
+		`SELECT order_id, payment_id, kind,
+		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
+		        currency, state, late_payment
 		   FROM ordertimeout.conflict_info($1)`,
 		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
 	if err != nil {
