@@ -37,7 +37,16 @@ BEGIN
             USING ERRCODE = 'OT130';
     END IF;
     IF v_conflict.resolution = 'refunded' THEN
-        RETURN 'refunded';   -- recorded already: the same answer
+        -- Recorded already: the same refund again is a retry, answered. The
+        -- gateway makes one refund per idempotency key (the payment id), so
+        -- another refund_id means the payment may have been refunded twice:
+        -- refused (OT139), never answered as if it had been recorded.
+        IF finish_refund.refund_id IS DISTINCT FROM v_conflict.refund_id THEN
+            RAISE EXCEPTION 'conflict % was refunded by refund "%": refund_id "%" is another refund of payment "%", not recorded',
+                finish_refund.conflict_id, v_conflict.refund_id, finish_refund.refund_id, v_conflict.payment_id
+                USING ERRCODE = 'OT139';
+        END IF;
+        RETURN 'refunded';
     END IF;
     IF v_conflict.state <> 'refunding' THEN
         RAISE EXCEPTION 'conflict % is %, not being refunded: claim it with resolve_conflict(%, ''refund'') first',
@@ -71,4 +80,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
-    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated; OT135 when the conflict is not being refunded';
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT135 when the conflict is not being refunded';

@@ -27,4 +27,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.open_conflicts(integer) IS
-    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first, with the late-payment policy that applies (the payment method''s, else the settings''): what the sidecar reads after every wake-up on channel ordertimeout_conflict';
+    'unresolved conflicts (open, or refunding: claimed for a refund not yet recorded), oldest first, with the late-payment policy that applies (the payment method''s, else the settings''); the sidecar reads conflicts_to_resolve';

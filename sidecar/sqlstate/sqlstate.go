@@ -142,6 +142,10 @@ const (
 	// its note and nothing is written. A repeat without a note, or with the
 	// same one, is answered.
 	RepeatWithAnotherNote = "OT138"
+	// AnotherRefund (OT139): finish_refund on a conflict recorded as
+	// refunded by another refund_id: the payment may have been refunded
+	// twice. Nothing is written; the conflict keeps the refund it recorded.
+	AnotherRefund = "OT139"
 )
 
 // Codes of administration: sweeps, stock, points, settings, retention.
