@@ -63,7 +63,7 @@ const (
 	// points.
 	InsufficientPoints = "OT112"
 	// InvalidTimeout (OT113): timeout is at most 0, more than 30 days, or
-	// has a month part.
+	// has a month part or a negative part ('1 day -23:30').
 	InvalidTimeout = "OT113"
 	// InvalidOptions (OT114): options is malformed: not an object, an
 	// unknown key, or a bad value.
@@ -96,11 +96,11 @@ const (
 	// PaymentOfOtherOrder (OT124): payment_id belongs to another order.
 	PaymentOfOtherOrder = "OT124"
 	// InvalidPayingWindow (OT125): paying_window is at most 0, more than 30
-	// days, or has a month part.
+	// days, or has a month part or a negative part.
 	InvalidPayingWindow = "OT125"
 	// InvalidAmount (OT126): an amount (amount, options.amount) is not a
-	// finite number from 0 to below 10^15: negative, NaN, an infinity, too
-	// large, or not a JSON number.
+	// finite number from 0 to below 10^15 with at most 6 decimal places:
+	// negative, NaN, an infinity, too large, too fine, or not a JSON number.
 	InvalidAmount = "OT126"
 	// UnknownPayment (OT127): no payment has this payment_id.
 	UnknownPayment = "OT127"
@@ -153,7 +153,8 @@ const (
 	// InvalidMax (OT140): max is not between 1 and 100,000.
 	InvalidMax = "OT140"
 	// InvalidInterval (OT141): an interval argument (by, older_than,
-	// max_sleep, running_for) is out of range, or by has a month part.
+	// max_sleep, running_for) is out of range or has a negative part, or by
+	// has a month part.
 	InvalidInterval = "OT141"
 	// InvalidSKU (OT142): sku is empty, longer than 64 characters, or has
 	// control, format or line-separator characters.
@@ -164,7 +165,7 @@ const (
 	// control, format or line-separator characters.
 	InvalidReason = "OT144"
 	// InvalidSetting (OT145): a configure setting is out of range or has a
-	// month part; the message names it.
+	// month part or a negative part; the message names it.
 	InvalidSetting = "OT145"
 	// InvalidAccountID (OT146): account_id is empty, longer than 64
 	// characters, or has control, format or line-separator characters.
@@ -198,10 +199,11 @@ const (
 	// payment method.
 	UnknownPaymentMethod = "OT160"
 	// InvalidMethodName (OT161): put_payment_method's method is not 1-32
-	// lower-case letters, digits or "_".
+	// lower-case letters, digits or "_" starting with a letter.
 	InvalidMethodName = "OT161"
 	// InvalidMethodPayingWindow (OT162): a payment method's paying_window
-	// is at most 0, more than 30 days, or has a month part.
+	// is at most 0, more than 30 days, or has a month part or a negative
+	// part.
 	InvalidMethodPayingWindow = "OT162"
 	// InvalidLatePayment (OT163): a payment method's late_payment is not
 	// reinstate, refund, manual or NULL.
