@@ -44,7 +44,7 @@ bench: build ## Run the standard workload (docs/workload.md) on a private Postgr
 	$(BENCH_RUN) $(BENCH_FLAGS)
 
 .PHONY: bench-quick
-bench-quick: build ## Run the standard workload at small sizes in about a minute (a smoke check of make bench)
+bench-quick: build ## Run the standard workload at small sizes in a few minutes (a smoke check of make bench)
 	$(BENCH_RUN) --quick $(BENCH_FLAGS)
 
 .PHONY: test
