@@ -41,7 +41,8 @@ const (
 	// ItemsCount (OT103): items has no entries or more than 100.
 	ItemsCount = "OT103"
 	// InvalidItem (OT104): an item is not an object, has an unknown key, or
-	// its sku is missing, not a string, or not 1-64 characters.
+	// its sku is missing, not a string, not 1-64 characters, or has
+	// control, format or line-separator characters.
 	InvalidItem = "OT104"
 	// ItemQtyNotInteger (OT105): an item's qty is missing or not an
 	// integer.
