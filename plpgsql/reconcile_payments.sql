@@ -41,6 +41,7 @@ DECLARE
     v_result   text;
     v_kind     text;
     v_watermark timestamptz;
+    v_refunding boolean;
 BEGIN
     IF reconcile_payments.transactions IS NULL THEN
         RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
@@ -170,7 +171,9 @@ BEGIN
               LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r ->> 'payment_id'
               WHERE r ->> 'status' = 'paid'
                 AND (p.payment_id IS NULL
-                     OR (p.order_id = r ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded'))))
+                     OR (p.order_id = r ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded')))
+                AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS x
+                                 WHERE x ->> 'payment_id' = r ->> 'payment_id' AND x ->> 'status' = 'refunded'))
     ORDER BY o.order_id
     FOR NO KEY UPDATE;
 
@@ -189,14 +192,23 @@ BEGIN
             outcome := 'other_order';
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
         ELSIF v_row.value ->> 'status' = 'refunded' THEN
-            IF v_pay.status = 'refunded'
+            -- A refund made here, or claimed here and under way (the
+            -- sidecar has refunded at the gateway and finish_refund will
+            -- record it), gives back the payment's amount.
+            v_refunding := v_pay.status = 'late'
+                           AND EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                                        WHERE c.payment_id = v_pay.payment_id AND c.state = 'refunding');
+            IF (v_pay.status = 'refunded' OR v_refunding)
                AND ((v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
                     OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency'))) THEN
-                -- The refund made here gave back the payment's amount.
                 outcome := 'amount_differs';
-                detail := format('refunded here %s %s; the gateway refunded %s %s',
+                detail := format('%s here %s %s; the gateway refunded %s %s',
+                                 CASE WHEN v_refunding THEN 'being refunded' ELSE 'refunded' END,
                                  coalesce(v_pay.amount::text, 'an unknown amount'), coalesce(v_pay.currency, ''),
                                  v_amount, v_row.value ->> 'currency');
+            ELSIF v_refunding THEN
+                outcome := 'known_conflict';
+                detail := 'its conflict''s refund, claimed here, is under way: finish_refund records it';
             ELSIF v_pay.status = 'refunded' THEN
                 outcome := 'ok';
             ELSE
@@ -222,7 +234,10 @@ BEGIN
                 outcome := 'ok';
                 detail := format('confirmed here without an amount; the gateway settled %s %s',
                                  v_amount, v_row.value ->> 'currency');
-            ELSIF v_pay.amount = v_amount AND v_pay.currency IS NOT DISTINCT FROM (v_row.value ->> 'currency') THEN
+            ELSIF v_pay.amount = v_amount
+                  AND (v_pay.currency IS NULL OR v_pay.currency = (v_row.value ->> 'currency')) THEN
+                -- Confirmed without a currency (its order has none): any
+                -- currency, as in _confirm_payment.
                 outcome := 'ok';
             ELSE
                 outcome := 'amount_differs';
@@ -241,6 +256,14 @@ BEGIN
             ELSE
                 outcome := 'known_conflict';
             END IF;
+        ELSIF EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS r
+                       WHERE r ->> 'payment_id' = reconcile_payments.payment_id AND r ->> 'status' = 'refunded') THEN
+            -- Paid and refunded at the gateway, neither seen here: no money
+            -- stayed, so the order is not paid with it (a refunded payment
+            -- never pays its order); a person looks at both lines.
+            outcome := 'refund_unknown';
+            detail := format('paid and refunded at the gateway; here the payment is %s: not confirmed',
+                             coalesce(v_pay.status, 'unknown'));
         ELSE
             -- Money this database has not seen: a lost callback. Confirm it
             -- as a callback would have, with cause reconcile.
@@ -283,4 +306,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
-    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict, amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown, unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end (OT174 when the period starts after it, OT175 when it ends in the future). Running it again changes nothing';
+    'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict (also a refund claimed here and under way), amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown (also a payment the gateway lists as paid and refunded, not confirmed here), unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end (OT174 when the period starts after it, OT175 when it ends in the future). Running it again changes nothing';
