@@ -172,6 +172,16 @@ func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[Resol
 	}
 	var outcome string
 	err = w.Pool.QueryRow(ctx, "SELECT ordertimeout.finish_refund($1, $2)", id, r.RefundID).Scan(&outcome)
+	if sqlstate.Is(err, sqlstate.AnotherRefund) {
+		// The conflict was recorded refunded by another refund id: the
+		// gateway made a second refund of this payment, or answered our key
+		// with another id. Asking again would get the same answer; a person
+		// must look at the money (the conflict keeps its first refund).
+		log.Error("the gateway answered another refund id for a conflict already refunded: the payment may have been refunded twice",
+			"refund_id", r.RefundID, "error", err)
+		w.outcome(job.Kind, "another_refund")
+		return nil
+	}
 	if err != nil {
 		// Retried from the start: the conflict is still refunding, and the
 		// same key gets the same refund from the gateway.
