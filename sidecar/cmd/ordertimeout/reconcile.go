@@ -52,7 +52,7 @@ func reconcileCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		dryRun, noMissing                                  bool
 	)
 	f := config.New("reconcile", "ordertimeout reconcile --file F --format csv|wechat [flags]", reconcileDescription)
-	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value) of a role that may reconcile (ordertimeout_admin)", "DATABASE_URL", config.EnvName("database-url"))
+	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value) of a role that may reconcile (ordertimeout_admin or ordertimeout_sidecar)", "DATABASE_URL", config.EnvName("database-url"))
 	f.String(&file, "file", "", "the gateway's file (required); - reads standard input")
 	f.String(&format, "format", "", "the file's format: csv or wechat (required)")
 	f.String(&from, "from", "", "start of the period the file covers, RFC 3339 (default: see above)")

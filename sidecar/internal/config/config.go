@@ -27,6 +27,8 @@ type FlagSet struct {
 	description string
 	env         map[string][]string
 	order       []string
+	// stdout and stderr receive the usage (tests replace them).
+	stdout, stderr io.Writer
 }
 
 // New returns the flags of a subcommand. usage is its synopsis ("ordertimeout
@@ -38,8 +40,12 @@ func New(name, usage, description string) *FlagSet {
 		description: description,
 		env:         map[string][]string{},
 	}
-	f.fs.SetOutput(os.Stderr)
-	f.fs.Usage = func() { f.PrintUsage(f.fs.Output()) }
+	// The flag package prints nothing itself: Parse prints the usage, on
+	// standard output when asked for (--help, so that "run --help | less"
+	// shows it), on standard error after a bad flag.
+	f.fs.SetOutput(io.Discard)
+	f.fs.Usage = func() {}
+	f.stdout, f.stderr = os.Stdout, os.Stderr
 	return f
 }
 
@@ -91,7 +97,9 @@ func (f *FlagSet) CommandLineOnly(name string) {
 }
 
 // Parse applies the environment (through getenv), then the command-line
-// args. It returns flag.ErrHelp after printing the usage for -h / --help.
+// args. It returns flag.ErrHelp after printing the usage for -h / --help
+// on standard output; after a flag it cannot read, it prints the usage on
+// standard error and returns the error.
 // Every argument must be a flag or a flag's value: Go's flag package stops
 // at the first other argument and would silently drop every flag after it
 // (a forgotten "--to" turning "... 2026-12-02T00:00:00Z --dry-run" into a
@@ -110,8 +118,10 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 	}
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			f.PrintUsage(f.stdout)
 			return err
 		}
+		f.PrintUsage(f.stderr)
 		return fmt.Errorf("%s: %w", f.fs.Name(), err)
 	}
 	if rest := f.fs.Args(); len(rest) > 0 {

@@ -210,7 +210,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("sweep-batch must be between 1 and %d (what sweep_due takes), got %d (--sweep-batch)", sweep.MaxBatch, cfg.SweepBatch)
 	}
 	if cfg.MaxSleep < 0 || cfg.MaxSleep > sweep.MaxMaxSleep {
-		return Config{}, fmt.Errorf("max-sleep must be more than 0 and at most %s (what plan_sleep takes), got %s (--max-sleep)", sweep.MaxMaxSleep, cfg.MaxSleep)
+		return Config{}, fmt.Errorf("max-sleep must be at most %s (what plan_sleep takes) and not negative (0: the default, %s), got %s (--max-sleep)", sweep.MaxMaxSleep, sweep.DefaultMaxSleep, cfg.MaxSleep)
 	}
 	if cfg.MaxWorkers <= 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
