@@ -44,9 +44,10 @@ func runReconcile(t *testing.T, args ...string) (string, error) {
 }
 
 // The WeChat Pay bill end to end: a dry run changes nothing; the real run
-// confirms the lost callback, records the late payment as a conflict with
-// cause reconcile and reports what needs a person; the same file again
-// changes nothing and reports the conflict as known.
+// records the late payment as a conflict with cause reconcile, does not let
+// WX1001's payment pay its order (the bill lists it paid and then
+// refunded: no money stayed) and reports what needs a person; the same file
+// again changes nothing and reports the conflict as known.
 func TestReconcileWeChatBill(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewPool(t)
@@ -61,7 +62,7 @@ func TestReconcileWeChatBill(t *testing.T) {
 	out, err := runReconcile(t, append(args, "--dry-run")...)
 	require.ErrorIs(t, err, errNeedsPerson)
 	require.Contains(t, out, "dry run, rolled back")
-	require.Contains(t, out, "confirmed            1")
+	require.Contains(t, out, "late_payment         1")
 	require.Equal(t, before, snapshot(t, db), "a dry run changes nothing")
 
 	out, err = runReconcile(t, args...)
@@ -69,28 +70,27 @@ func TestReconcileWeChatBill(t *testing.T) {
 	t.Log(out)
 	for _, want := range []string{
 		"4 transactions reconciled",
-		"confirmed            1",
 		"late_payment         1",
-		"refund_unknown       1",
+		"refund_unknown       2",
 		"unknown_order        1",
 		"skipped (revoked)    1",
-		"3 rows need a person",
+		"4 rows need a person",
+		"line 2      refund_unknown     order WX1001 payment 4200002026120100000001: paid and refunded at the gateway; here the payment is unknown: not confirmed",
 		"line 3      late_payment       order WX1002 payment 4200002026120100000002",
 		"line 5      refund_unknown     order WX1001 payment 4200002026120100000001 refund 50300002026120100000001",
 		"line 6      unknown_order      order WX1004",
 	} {
 		require.Contains(t, out, want)
 	}
-	require.Equal(t, "PAID", sidecartest.Status(t, db, "WX1001"))
-	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.events
-		WHERE order_id = 'WX1001' AND to_status = 'PAID' AND cause = 'reconcile' AND actor LIKE 'cli:%'`))
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "WX1001"), "not paid by a payment the bill lists as refunded")
+	require.EqualValues(t, 0, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.payments WHERE order_id = 'WX1001'`))
 	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
 		WHERE order_id = 'WX1002' AND kind = 'late_payment' AND cause = 'reconcile' AND amount = 99.90 AND currency = 'CNY'`))
 
 	after := snapshot(t, db)
 	out, err = runReconcile(t, args...)
-	require.ErrorIs(t, err, errNeedsPerson, "the refund and the unknown order still need a person")
-	for _, want := range []string{"ok                   1", "known_conflict       1", "refund_unknown       1", "unknown_order        1", "2 rows need a person"} {
+	require.ErrorIs(t, err, errNeedsPerson, "the refunded payment and the unknown order still need a person")
+	for _, want := range []string{"known_conflict       1", "refund_unknown       2", "unknown_order        1", "3 rows need a person"} {
 		require.Contains(t, out, want)
 	}
 	require.NotContains(t, out, "late_payment")
