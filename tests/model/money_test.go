@@ -267,7 +267,9 @@ func (m *model) refund(payment string) string {
 // finishOutOfTurn calls finish_refund, as a confused or hostile caller might,
 // on a conflict nobody is refunding, holding the conflict's row so that no
 // one claims it meanwhile: it must raise OT135, or, on a conflict refunded
-// already, answer refunded and change nothing.
+// already, answer refunded and change nothing when given the refund id the
+// conflict recorded, and raise OT139 (the payment may have been refunded
+// twice) when given another.
 func (s *session) finishOutOfTurn(ctx context.Context) error {
 	tx, err := s.conn.Begin(ctx)
 	if err != nil {
@@ -275,14 +277,14 @@ func (s *session) finishOutOfTurn(ctx context.Context) error {
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	var cf conflictRef
-	var resolution *string
+	var resolution, recorded *string
 	err = tx.QueryRow(ctx, `
-SELECT c.conflict_id, c.order_id, c.payment_id, c.resolution
+SELECT c.conflict_id, c.order_id, c.payment_id, c.resolution, c.refund_id
 FROM ordertimeout.conflicts AS c
 WHERE c.state <> 'refunding'
 ORDER BY random()
 LIMIT 1
-FOR UPDATE`).Scan(&cf.ID, &cf.Order, &cf.Payment, &resolution)
+FOR UPDATE`).Scan(&cf.ID, &cf.Order, &cf.Payment, &resolution, &recorded)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -292,6 +294,9 @@ FOR UPDATE`).Scan(&cf.ID, &cf.Order, &cf.Payment, &resolution)
 	c := &call{Op: "finish-out-of-turn", Order: cf.Order, Payment: cf.Payment, Conflict: cf.ID}
 	err = s.do(c, func() error {
 		c.Arg = fmt.Sprintf("refund-bogus-%d", c.Seq)
+		if recorded != nil && s.rand.IntN(2) == 0 {
+			c.Arg = *recorded // the same refund again
+		}
 		if err := tx.QueryRow(ctx, `SELECT ordertimeout.finish_refund($1, $2)`, cf.ID, c.Arg).Scan(&c.Result); err != nil {
 			return err
 		}
@@ -301,8 +306,10 @@ FOR UPDATE`).Scan(&cf.ID, &cf.Order, &cf.Payment, &resolution)
 		return err
 	}
 	switch {
-	case deref(resolution) == "refunded" && (c.Code != "" || c.Result != "refunded"):
-		c.Unexpected = "finish_refund of a refunded conflict answers refunded"
+	case deref(resolution) == "refunded" && c.Arg == deref(recorded) && (c.Code != "" || c.Result != "refunded"):
+		c.Unexpected = "finish_refund of a refunded conflict with its refund id answers refunded"
+	case deref(resolution) == "refunded" && c.Arg != deref(recorded) && c.Code != sqlstate.AnotherRefund:
+		c.Unexpected = fmt.Sprintf("finish_refund of a refunded conflict with another refund id must raise %s", sqlstate.AnotherRefund)
 	case deref(resolution) != "refunded" && c.Code != sqlstate.RefundNotClaimed:
 		c.Unexpected = fmt.Sprintf("finish_refund of a conflict not being refunded (resolution %q) must raise %s", deref(resolution), sqlstate.RefundNotClaimed)
 	}
