@@ -104,6 +104,20 @@ func (p *Payment) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// paymentKey is a transaction's whole record, as a map key.
+type paymentKey struct {
+	paymentID, orderID, amount, currency, status string
+	at                                           int64
+}
+
+func keyOf(p Payment) paymentKey {
+	return paymentKey{p.PaymentID, p.OrderID, string(p.Amount), string(p.Currency), p.Status, p.At.UnixNano()}
+}
+
+// SameRecord reports whether a and b are the same transaction read twice:
+// every field equal (the time to the nanosecond, whatever its zone).
+func SameRecord(a, b Payment) bool { return keyOf(a) == keyOf(b) }
+
 // paymentsAnswer is the body of GET /v1/payments.
 type paymentsAnswer struct {
 	Payments []json.RawMessage `json:"payments"`
@@ -128,7 +142,10 @@ func (c *Client) Payments(ctx context.Context, since time.Time, limit int) ([]Pa
 		return nil, fmt.Errorf("list payments: limit must be 1 to %d, got %d: %w", MaxPaymentsLimit, limit, ErrBadRequest)
 	}
 	var out []Payment
-	seen := map[[2]string]bool{}
+	// A transaction read again (the next page starts at the last one's
+	// moment) is the same record; two refunds of one payment (partial
+	// refunds) are two records, and both are returned.
+	seen := map[paymentKey]bool{}
 	cursor := since
 	for range maxPaymentPages {
 		page, more, err := c.paymentsPage(ctx, cursor, limit)
@@ -141,7 +158,7 @@ func (c *Client) Payments(ctx context.Context, since time.Time, limit int) ([]Pa
 				return nil, fmt.Errorf("list payments since %s: payment %s at %s is before since: %w",
 					since.Format(time.RFC3339Nano), quote(p.PaymentID), p.At.Format(time.RFC3339Nano), ErrBadAnswer)
 			}
-			k := [2]string{p.PaymentID, p.Status}
+			k := keyOf(p)
 			if seen[k] {
 				continue
 			}

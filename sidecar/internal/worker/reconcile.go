@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -89,7 +90,13 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	// Read every page; stop at reconcile.MaxRows, ending the period at the
 	// last transaction read (the rest comes next time).
 	var ts []reconcile.Transaction
-	seen := map[[2]string]bool{}
+	// A transaction read again (pages and runs overlap) is dropped. Another
+	// record of a payment with the same status is not the same transaction:
+	// a second refund (a partial refund) is reported for a person, since
+	// reconcile_payments takes one refund per payment; a second, different
+	// payment record is a bad answer.
+	seen := map[[2]string]gateway.Payment{}
+	var again []gateway.Payment
 	cursor := since
 	for {
 		page, err := w.Gateway.Payments(ctx, cursor, reconcilePage)
@@ -99,10 +106,20 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		added := 0
 		for _, p := range page {
 			k := [2]string{p.PaymentID, p.Status}
-			if seen[k] {
+			if first, ok := seen[k]; ok {
+				if gateway.SameRecord(first, p) || slices.ContainsFunc(again, func(a gateway.Payment) bool { return gateway.SameRecord(a, p) }) {
+					continue
+				}
+				if p.Status != gateway.PaymentRefunded {
+					return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: payment %q is listed paid twice, as %s %s at %s and as %s %s at %s: %w",
+						source, p.PaymentID, first.Amount, first.Currency, first.At.Format(time.RFC3339Nano),
+						p.Amount, p.Currency, p.At.Format(time.RFC3339Nano), gateway.ErrBadAnswer))
+				}
+				again = append(again, p)
+				added++
 				continue
 			}
-			seen[k] = true
+			seen[k] = p
 			added++
 			ts = append(ts, reconcile.Transaction{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
 				Currency: p.Currency, Status: p.Status, At: p.At})
@@ -160,6 +177,16 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			w.Logger.Error("reconcile: needs a person", "kind", job.Kind, "source", source,
 				"order_id", r.OrderID, "payment_id", r.PaymentID, "outcome", r.Outcome, "detail", r.Detail)
 		}
+	}
+	for _, p := range again {
+		// Outcome refund_unknown: refunded at the gateway, not here.
+		if w.Reconciled != nil {
+			w.Reconciled("refund_unknown")
+		}
+		w.Logger.Error("reconcile: needs a person", "kind", job.Kind, "source", source,
+			"order_id", p.OrderID, "payment_id", p.PaymentID, "outcome", "refund_unknown",
+			"detail", fmt.Sprintf("refunded again at the gateway (a partial refund?): %s %s at %s; reconciled here: one refund per payment",
+				p.Amount, p.Currency, p.At.Format(time.RFC3339Nano)))
 	}
 	w.Logger.Debug("reconciled", "source", source, "since", since, "until", end, "transactions", len(ts), "lost_callbacks", found)
 	w.outcome(job.Kind, "reconciled")
