@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,4 +277,41 @@ func TestPollNote(t *testing.T) {
 	require.NotEmpty(t, pollNote(100*time.Millisecond, 149*time.Millisecond))
 	require.Empty(t, pollNote(100*time.Millisecond, 150*time.Millisecond))
 	require.Empty(t, pollNote(100*time.Millisecond, 200*time.Millisecond))
+}
+
+// slowDesign creates one order per delay and counts them; it takes no
+// payment.
+type slowDesign struct {
+	delay   time.Duration
+	created atomic.Int64
+}
+
+func (d *slowDesign) create(context.Context, string, [2]orderItem, time.Duration) error {
+	time.Sleep(d.delay)
+	d.created.Add(1)
+	return nil
+}
+func (d *slowDesign) begin(context.Context, string, string) (bool, error) { return false, nil }
+func (d *slowDesign) confirm(context.Context, string, string) (bool, error) {
+	return false, nil
+}
+
+// A capacity step's producer stops at the end of its duration, queue
+// included: a design that cannot take the rate does not get the orders
+// left in the queue created after the duration, which would count towards
+// "created ≥ 97 % of asked".
+func TestProduceCapacityStopsAtDuration(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags([]string{"--steady-conns", "1", "--steady-paid", "0"})
+	require.NoError(t, err)
+	b := &bench{cfg: cfg}
+	d := &slowDesign{delay: 10 * time.Millisecond} // at most 100/s on one connection
+	p := steadyParams{rate: 1000, duration: 300 * time.Millisecond, capacity: true}
+	start := time.Now()
+	counts, err := b.produce(context.Background(), d, p)
+	require.NoError(t, err)
+	asked := int64(300)
+	require.Less(t, d.created.Load(), asked/2, "the queued orders are not created after the duration")
+	require.Equal(t, asked, d.created.Load()+counts.notSent, "every asked order is created or not sent")
+	require.Less(t, counts.producerDone.Sub(start), p.duration+200*time.Millisecond, "the producer stops at the duration")
 }

@@ -592,13 +592,19 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 	queue := make(chan int, p.rate)
 	start := time.Now()
 	// A capacity run's producer stops at the end of the duration: what it
-	// could not hand to a connection by then (the queue holds a second's
-	// worth) is not sent.
-	var stopAt <-chan time.Time
+	// could not hand to a connection by then is not sent, neither what it
+	// had not queued nor what waited in the queue (up to a second's worth).
+	// Created after the duration, those would count towards "created ≥ 97 %
+	// of asked" orders the design could not take in time.
+	var stopAt <-chan struct{}
 	if p.capacity {
-		stopAt = time.After(p.duration)
+		halt := make(chan struct{})
+		timer := time.AfterFunc(p.duration, func() { close(halt) })
+		defer timer.Stop()
+		stopAt = halt
 	}
 	var notSent int64
+	var late atomic.Int64 // taken from the queue after the stop, not sent
 	go func() {
 		defer close(queue)
 		tick := time.NewTicker(2 * time.Millisecond)
@@ -635,6 +641,12 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 		r := b.newRand(uint64(3000 + c))
 		producers.Go(func() {
 			for i := range queue {
+				select {
+				case <-stopAt:
+					late.Add(1)
+					continue
+				default:
+				}
 				id := "s" + strconv.Itoa(i+1)
 				if err := d.create(ctx, id, drawItems(r), cfg.steadyTimeout); err != nil {
 					createErrors.Add(1)
@@ -687,7 +699,7 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 		beginRefused:    beginRefused.Load(),
 		confirmPaid:     confirmPaid.Load(),
 		confirmConflict: confirmConflict.Load(),
-		notSent:         notSent,
+		notSent:         notSent + late.Load(),
 		producerDone:    done,
 	}, ctx.Err()
 }
