@@ -279,11 +279,12 @@ func TestPollNote(t *testing.T) {
 	require.Empty(t, pollNote(100*time.Millisecond, 200*time.Millisecond))
 }
 
-// slowDesign creates one order per delay and counts them; it takes no
-// payment.
+// slowDesign creates one order per delay and counts them; each payment
+// call takes payDelay, and it keeps the most calls it saw at once.
 type slowDesign struct {
-	delay   time.Duration
-	created atomic.Int64
+	delay, payDelay time.Duration
+	created         atomic.Int64
+	paying, maxPay  atomic.Int64
 }
 
 func (d *slowDesign) create(context.Context, string, [2]orderItem, time.Duration) error {
@@ -291,9 +292,23 @@ func (d *slowDesign) create(context.Context, string, [2]orderItem, time.Duration
 	d.created.Add(1)
 	return nil
 }
-func (d *slowDesign) begin(context.Context, string, string) (bool, error) { return false, nil }
+
+func (d *slowDesign) payCall() {
+	n := d.paying.Add(1)
+	defer d.paying.Add(-1)
+	for m := d.maxPay.Load(); n > m && !d.maxPay.CompareAndSwap(m, n); m = d.maxPay.Load() {
+	}
+	time.Sleep(d.payDelay)
+}
+
+func (d *slowDesign) begin(context.Context, string, string) (bool, error) {
+	d.payCall()
+	return true, nil
+}
+
 func (d *slowDesign) confirm(context.Context, string, string) (bool, error) {
-	return false, nil
+	d.payCall()
+	return true, nil
 }
 
 // A capacity step's producer stops at the end of its duration, queue
@@ -314,4 +329,19 @@ func TestProduceCapacityStopsAtDuration(t *testing.T) {
 	require.Less(t, d.created.Load(), asked/2, "the queued orders are not created after the duration")
 	require.Equal(t, asked, d.created.Load()+counts.notSent, "every asked order is created or not sent")
 	require.Less(t, counts.producerDone.Sub(start), p.duration+200*time.Millisecond, "the producer stops at the duration")
+}
+
+// The payments run on --steady-conns connections, as the producer does
+// (docs/workload.md: "on as many connections"), however many are due at
+// once.
+func TestProducePaymentsOnSteadyConns(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags([]string{"--steady-conns", "2", "--steady-paid", "1", "--steady-timeout", "20ms"})
+	require.NoError(t, err)
+	b := &bench{cfg: cfg}
+	d := &slowDesign{payDelay: 20 * time.Millisecond}
+	counts, err := b.produce(context.Background(), d, steadyParams{rate: 2000, duration: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, counts.confirmPaid, "every order paid")
+	require.LessOrEqual(t, d.maxPay.Load(), int64(2), "at most --steady-conns payment calls at once")
 }

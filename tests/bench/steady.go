@@ -637,6 +637,16 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 	var errOnce sync.Once
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	var payments, producers sync.WaitGroup
+	// The payments have --steady-conns connections of their own, as the
+	// producer has: at most that many payment calls at once. The pool holds
+	// both, and two more for the benchmark's queries; without this bound
+	// the payments of a slow minute took every free connection of it.
+	paySlots := make(chan struct{}, cfg.steadyConns)
+	pay := func(call func()) {
+		paySlots <- struct{}{}
+		defer func() { <-paySlots }()
+		call()
+	}
 	for c := range cfg.steadyConns {
 		r := b.newRand(uint64(3000 + c))
 		producers.Go(func() {
@@ -661,7 +671,9 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 				payments.Add(1)
 				time.AfterFunc(begin, func() {
 					payment := "p" + id
-					ok, err := d.begin(ctx, id, payment)
+					var ok bool
+					var err error
+					pay(func() { ok, err = d.begin(ctx, id, payment) })
 					if err != nil {
 						fail(err)
 					}
@@ -673,7 +685,9 @@ func (b *bench) produce(ctx context.Context, d design, p steadyParams) (produced
 					beginOK.Add(1)
 					time.AfterFunc(confirm, func() {
 						defer payments.Done()
-						paid, err := d.confirm(ctx, id, payment)
+						var paid bool
+						var err error
+						pay(func() { paid, err = d.confirm(ctx, id, payment) })
 						switch {
 						case err != nil:
 							fail(err)
