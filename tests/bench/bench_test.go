@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -344,4 +345,18 @@ func TestProducePaymentsOnSteadyConns(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 100, counts.confirmPaid, "every order paid")
 	require.LessOrEqual(t, d.maxPay.Load(), int64(2), "at most --steady-conns payment calls at once")
+}
+
+// cpu_window_s is the window's length, not the CPU time of all the
+// machine's CPUs in it (twice as much on 2 cores).
+func TestCPUWindowWall(t *testing.T) {
+	t.Parallel()
+	w := (&bench{}).startCPU()
+	time.Sleep(50 * time.Millisecond)
+	w.stop(&bench{})
+	require.True(t, w.ok, "/proc/stat read")
+	require.GreaterOrEqual(t, w.wall, 50*time.Millisecond)
+	require.Less(t, w.wall, time.Second)
+	require.InDelta(t, w.wall.Seconds()*float64(runtime.NumCPU()), w.end.all-w.start.all, 0.05*float64(runtime.NumCPU())+0.03,
+		"/proc/stat's all counts every CPU")
 }

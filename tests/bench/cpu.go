@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The host's CPU time from /proc/stat: what every process of the machine
@@ -59,6 +60,8 @@ func parseCPU(stat string) (cpuTimes, error) {
 // second does not, so it is the one to read on a shared machine.
 type cpuWindow struct {
 	start, end       cpuTimes
+	began            time.Time
+	wall             time.Duration // the window's length, once stopped
 	ok               bool
 	pids             []int
 	ownStart, ownEnd float64
@@ -69,13 +72,14 @@ type cpuWindow struct {
 // this one to count as the run's own (the sidecar, redis-server).
 func (b *bench) startCPU(pids ...int) *cpuWindow {
 	t, err := readCPU()
-	w := &cpuWindow{start: t, ok: err == nil, pids: pids}
+	w := &cpuWindow{start: t, began: time.Now(), ok: err == nil, pids: pids}
 	w.ownStart, w.ownOK = b.ownCPU(pids)
 	return w
 }
 
 // stop ends the window and returns the busy CPU seconds of the host in it.
 func (w *cpuWindow) stop(b *bench) float64 {
+	w.wall = time.Since(w.began)
 	own, ok := b.ownCPU(w.pids)
 	w.ownEnd, w.ownOK = own, ok && w.ownOK
 	t, err := readCPU()

@@ -57,7 +57,7 @@ type steadyResult struct {
 	SidecarArgs     []string         `json:"sidecar_args,omitempty"`
 	HostCPUS        float64          `json:"host_cpu_s"`
 	CPUPer1000      float64          `json:"host_cpu_s_per_1000_orders"`
-	CPUWindowS      float64          `json:"cpu_window_s"`
+	CPUWindowS      float64          `json:"cpu_window_s"` // wall seconds of the CPU window
 	OwnCPUS         float64          `json:"own_cpu_s"`
 	OwnPer1000      float64          `json:"own_cpu_s_per_1000_orders"`
 	OverdueAfter    *int64           `json:"overdue_pending_after_stop,omitempty"`
@@ -336,7 +336,7 @@ func (b *bench) steadyOnce(ctx context.Context, bin string, p steadyParams) (ste
 	}
 	res.HostCPUS = round2(cpu.stop(b))
 	res.OwnCPUS = round2(cpu.own())
-	res.CPUWindowS = round2(cpu.end.all - cpu.start.all)
+	res.CPUWindowS = round2(cpu.wall.Seconds())
 	select {
 	case <-proc.Exited():
 		return res, nil, fmt.Errorf("sidecar exited during the run: %v (log %s)", proc.Err(), proc.log)

@@ -75,7 +75,7 @@ func (b *bench) zsetSteadyOnce(ctx context.Context, p steadyParams) (steadyResul
 	}
 	res.HostCPUS = round2(cpu.stop(b))
 	res.OwnCPUS = round2(cpu.own())
-	res.CPUWindowS = round2(cpu.end.all - cpu.start.all)
+	res.CPUWindowS = round2(cpu.wall.Seconds())
 	stopped = true
 	scanners.stop()
 	res.Zset = scanners.countsMap()
