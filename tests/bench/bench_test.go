@@ -360,3 +360,20 @@ func TestCPUWindowWall(t *testing.T) {
 	require.InDelta(t, w.wall.Seconds()*float64(runtime.NumCPU()), w.end.all-w.start.all, 0.05*float64(runtime.NumCPU())+0.03,
 		"/proc/stat's all counts every CPU")
 }
+
+// The ZSet drain waits on its scanners' counts, not on a count(*) of the
+// table every 100 ms: it returns once every loaded member was cancelled or
+// found not PENDING.
+func TestZsetDrainWaitsOnCounts(t *testing.T) {
+	t.Parallel()
+	s := &zsetScanners{}
+	go func() {
+		for range 3 {
+			time.Sleep(20 * time.Millisecond)
+			s.counts.cancelled.Add(1)
+		}
+		s.counts.noop.Add(1)
+	}()
+	require.NoError(t, waitCondition(context.Background(), 5*time.Second, func() (int64, error) { return s.left(4), nil }))
+	require.Zero(t, s.left(4))
+}
