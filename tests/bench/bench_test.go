@@ -377,3 +377,10 @@ func TestZsetDrainWaitsOnCounts(t *testing.T) {
 	require.NoError(t, waitCondition(context.Background(), 5*time.Second, func() (int64, error) { return s.left(4), nil }))
 	require.Zero(t, s.left(4))
 }
+
+// A design that kept up at no rate reads "none" in the summary, not 0.
+func TestRateOrNone(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "none", rateOrNone(0))
+	require.Equal(t, "1,250", rateOrNone(1250))
+}

@@ -152,10 +152,10 @@ func (b *bench) runCapacity(ctx context.Context) error {
 		name := designNames[d]
 		var each, why []string
 		for _, l := range res.Ladders {
-			each = append(each, num(float64(l.Highest[d])))
+			each = append(each, rateOrNone(l.Highest[d]))
 			why = append(why, fmt.Sprintf("ladder %d: %s", l.Run, l.Why[d]))
 		}
-		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", num(float64(res.Highest[d])), n, "",
+		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", rateOrNone(res.Highest[d]), n, "",
 			"ladders: " + strings.Join(each, ", ") + "; " + strings.Join(why, "; ")})
 		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(float64(res.Producing[d])), n, "", ""})
 		for _, l := range res.Ladders {
@@ -383,6 +383,15 @@ func (b *bench) fallsBehind(s steadyResult) string {
 		why = append(why, "invariants "+s.Invariants)
 	}
 	return strings.Join(why, ", ")
+}
+
+// rateOrNone is a capacity rate for the summary: "none" when the design
+// kept up at no rate asked (0 in JSON), as README's tables write it.
+func rateOrNone(rate int) string {
+	if rate == 0 {
+		return "none"
+	}
+	return num(float64(rate))
 }
 
 func joinInts(xs []int) string {
