@@ -157,7 +157,7 @@ func (b *bench) runCapacity(ctx context.Context) error {
 		}
 		b.out.add(row{label, name + ": highest rate that keeps up (orders/s)", rateOrNone(res.Highest[d]), n, "",
 			"ladders: " + strings.Join(each, ", ") + "; " + strings.Join(why, "; ")})
-		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", num(float64(res.Producing[d])), n, "", ""})
+		b.out.add(row{label, name + ": highest rate whose orders were all created (create path, any lag)", rateOrNone(res.Producing[d]), n, "", ""})
 		for _, l := range res.Ladders {
 			var cells []string
 			for _, s := range l.steps[d] {
