@@ -23,7 +23,8 @@
 //     open Checkout Session. One that succeeded, also when the cancel is
 //     refused because it just did, is ClosePaid; one already canceled or
 //     expired is CloseClosed (closing twice is success); one processing
-//     (money on its way) is ErrUnavailable: ask again later.
+//     (money on its way), or one whose close Stripe refused while it is
+//     still open, is ErrUnavailable: ask again later.
 //   - Refund: a Refund of the PaymentIntent (a session's), for the amount
 //     in minor units, with the idempotency key as Stripe's Idempotency-Key
 //     (Stripe keeps keys 24 hours; after that, a refund already made is
@@ -230,7 +231,8 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 // answer means Stripe canceled or expired it (by its API), unless the
 // object in it succeeded. Refused because its state changed (it just
 // succeeded, or was canceled by someone else), it is read again: that state
-// is the answer.
+// is the answer, unless the object is still open (the buyer can still pay
+// it): then the close is gateway.ErrUnavailable, tried again later.
 func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payment, error) {
 	var err error
 	if strings.HasPrefix(p.id, "pi_") {
@@ -254,7 +256,19 @@ func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payme
 	var se *stripeapi.Error
 	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest &&
 		(se.Code == stripeapi.ErrorCodePaymentIntentUnexpectedState || strings.HasPrefix(p.id, "cs_")) {
-		return d.retrieve(ctx, orderID, p.id)
+		now, rerr := d.retrieve(ctx, orderID, p.id)
+		if rerr != nil {
+			return payment{}, rerr
+		}
+		if now.closable {
+			// Refused, yet still open (a PaymentIntent whose processing
+			// payment failed meanwhile, a session whose expire was refused
+			// for another reason): the buyer can still pay it, so it is
+			// not closed. Asked again later, the close is tried again.
+			return payment{}, fmt.Errorf("Stripe refused to close %s (%s: %s), and it is still open: %w",
+				p.id, quote(string(se.Code)), se.Msg, gateway.ErrUnavailable)
+		}
+		return now, nil
 	}
 	return payment{}, fmt.Errorf("close %s: %w", p.id, classify(err))
 }

@@ -420,3 +420,38 @@ func TestPaymentsListsOnlyCapturedMoney(t *testing.T) {
 		{OrderID: "C3", PaymentID: "pi_3", Amount: "10.00", Currency: "EUR", Status: gateway.PaymentPaid, At: time.Unix(1700000300, 0).UTC()},
 	}, ps, "the authorization is not listed; the partial capture is listed at what was captured")
 }
+
+// A close that Stripe refused, for an object that the read after it finds
+// still open, is not closed: the buyer can still pay it. A PaymentIntent
+// processing when the cancel came (refused: payment_intent_unexpected_state)
+// whose payment then failed is back to requires_payment_method; a Checkout
+// Session whose expire was refused for another reason is still open. Both
+// are asked again later, never reported closed.
+func TestCloseRefusedStillOpen(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+
+	// Read requires_action, refused as processing, read again without a
+	// payment method: the buyer may pay with another.
+	s.set("GET /v1/payment_intents/pi_2",
+		intent("pi_2", "requires_action", 1250, "eur", "A1"),
+		intent("pi_2", "requires_payment_method", 1250, "eur", "A1"))
+	s.set("POST /v1/payment_intents/pi_2/cancel", stripeError(400, "invalid_request_error", "payment_intent_unexpected_state"))
+	r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_2"}})
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while the buyer can still pay", r)
+	require.Contains(t, err.Error(), "still open")
+
+	session := answer{200, `{"id": "cs_1", "object": "checkout.session", "status": "open", "payment_status": "unpaid",
+		"amount_total": 1250, "currency": "eur", "client_reference_id": "A1", "metadata": {"order_id": "A1"}}`}
+	s.set("GET /v1/checkout/sessions/cs_1", session)
+	s.set("POST /v1/checkout/sessions/cs_1/expire", stripeError(400, "invalid_request_error", ""))
+	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"cs_1"}})
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while the buyer can still pay", r)
+
+	// Once Stripe closes it, the close is done.
+	s.set("POST /v1/checkout/sessions/cs_1/expire", answer{200, `{"id": "cs_1", "object": "checkout.session", "status": "expired"}`})
+	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"cs_1"}})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseClosed, r.Status)
+}
