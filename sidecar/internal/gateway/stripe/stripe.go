@@ -26,8 +26,10 @@
 //     (money on its way), or one whose close Stripe refused while it is
 //     still open, is ErrUnavailable: ask again later.
 //   - Refund: a Refund of the PaymentIntent (a session's), for the amount
-//     in minor units, with the idempotency key as Stripe's Idempotency-Key
-//     (Stripe keeps keys 24 hours; after that, a refund already made is
+//     in minor units (for a payment that succeeded, only the amount Stripe
+//     took: a conflict's refund is the whole payment; another amount is
+//     gateway.ErrBadRequest), with the idempotency key as Stripe's
+//     Idempotency-Key (Stripe keeps keys 24 hours; after that, a refund already made is
 //     found by its metadata idempotency_key instead of being made twice).
 //   - Payments: lists the succeeded, captured charges (payments, of the
 //     amount captured) and refunds created
@@ -313,6 +315,17 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 		minor, err := Minor(req.Amount, string(p.currency))
 		if err != nil {
 			return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
+		}
+		if p.status == gateway.StatusPaid {
+			// The refund of a conflict is the whole payment, of the amount
+			// it was confirmed with. Another amount (a callback that read
+			// yen as cents) would be a partial refund recorded as the
+			// refund: never sent, a person looks.
+			paid, err := Minor(p.amount, string(p.currency))
+			if err != nil || paid != minor {
+				return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe took for payment %q (%s %s): not sent: %w",
+					req.Amount, p.currency, req.PaymentID, p.amount, p.currency, gateway.ErrBadRequest)
+			}
 		}
 		params.Amount = stripeapi.Int64(minor)
 	}

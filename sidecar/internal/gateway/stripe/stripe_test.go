@@ -455,3 +455,55 @@ func TestCloseRefusedStillOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, gateway.CloseClosed, r.Status)
 }
+
+// A conflict's refund is the whole payment: its amount is the one the
+// payment was confirmed with. One that is not what Stripe took for the
+// PaymentIntent (a callback handler that divided yen by 100, or read fils as
+// cents) is never sent: Stripe would make a partial refund, and the
+// conflict would be recorded refunded while most of the money stays.
+func TestRefundIsTheWholePayment(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	s.set("GET /v1/payment_intents/pi_jpy", intent("pi_jpy", "succeeded", 500, "jpy", "A1"))
+	s.set("GET /v1/payment_intents/pi_kwd", intent("pi_kwd", "succeeded", 5120, "kwd", "A1"))
+	s.set("POST /v1/refunds", answer{200, `{"id": "re_1", "object": "refund", "status": "succeeded"}`})
+	posts := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for _, k := range s.seen {
+			if k == "POST /v1/refunds" {
+				n++
+			}
+		}
+		return n
+	}
+
+	for _, tc := range []struct {
+		id     string
+		amount gateway.Amount
+	}{
+		{"pi_jpy", "5.00"},  // JPY 500 read as cents
+		{"pi_jpy", "50000"}, // more than was paid
+		{"pi_jpy", "499"},   // less
+		{"pi_kwd", "51.20"}, // KWD 5.120 read as cents
+		{"pi_kwd", "0.005"}, // fils
+	} {
+		_, err := d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: tc.id, Amount: tc.amount, IdempotencyKey: tc.id})
+		require.ErrorIs(t, err, gateway.ErrBadRequest, "%s %s", tc.id, tc.amount)
+		require.Contains(t, err.Error(), "not what Stripe took")
+		require.Zero(t, posts(), "%s %s: a refund of another amount was sent", tc.id, tc.amount)
+	}
+
+	// The payment's amount, however written, is sent.
+	for _, tc := range []struct {
+		id     string
+		amount gateway.Amount
+	}{{"pi_jpy", "500"}, {"pi_jpy", "500.00"}, {"pi_kwd", "5.120"}, {"pi_kwd", "5.12"}, {"pi_kwd", ""}} {
+		r, err := d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: tc.id, Amount: tc.amount, IdempotencyKey: tc.id})
+		require.NoError(t, err, "%s %q", tc.id, tc.amount)
+		require.Equal(t, "re_1", r.RefundID)
+	}
+	require.Equal(t, 5, posts())
+}
