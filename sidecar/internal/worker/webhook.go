@@ -68,7 +68,7 @@ const (
 
 // WebhookWorker POSTs one webhook, signed with the header of package
 // webhook. Any answer but 2xx is an error, and River retries with its backoff
-// (at least once delivery). A redirect is never followed: it is a failed
+// (at least once delivery); so is a delivery that the job's timeout ended. A redirect is never followed: it is a failed
 // delivery, and its Location never sees the body or the signature. A reminder is sent only if the order is still
 // PENDING at the version it was made for.
 type WebhookWorker struct {
@@ -136,6 +136,14 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return fmt.Errorf("encode webhook: %w", err)
 	}
 	if err := w.post(ctx, body, ev.ID); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The job's timeout (--job-timeout) ended the delivery, not a
+			// shutdown (which cancels): a failed delivery like any other,
+			// an attempt counted. Snoozed, it would go out again at once
+			// and forever, a receiver that never answers holding a worker.
+			w.outcome(job.Kind, "error")
+			return err
+		}
 		return retry(ctx, w.Deps, job, false, err)
 	}
 	w.outcome(job.Kind, "delivered")
