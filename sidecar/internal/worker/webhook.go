@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -162,7 +163,14 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 	}
 	resp, err := w.WebhookClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("deliver webhook %s: %w", id, err)
+		// net/http's error quotes the whole URL, whose path or query often
+		// holds the receiver's token; it goes to River's errors of the job
+		// and to the logs. Name the receiver by scheme and host only.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("deliver webhook %s to %s://%s: %w", id, req.URL.Scheme, req.URL.Host, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A webhook URL often carries its receiver's secret in its path or query
+// (https://hooks.example.com/services/T0/B0/<token>, ?token=<token>). A
+// failed delivery's error goes to River's errors of the job (shown by the
+// River UI and the console) and to the logs: it names the receiver by
+// scheme and host, never with the URL's user, password, path or query.
+func TestWebhookErrorHidesTheURLsSecrets(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+
+	for _, base := range []string{slow.URL, closedURL} {
+		u, err := url.Parse(base + "/services/T0/B0/s3cr3t-path?token=s3cr3t-query")
+		require.NoError(t, err)
+		u.User = url.UserPassword("user", "s3cr3t-password")
+		w := &WebhookWorker{Deps: &Deps{
+			WebhookURL:    u.String(),
+			WebhookClient: &http.Client{Timeout: 200 * time.Millisecond},
+		}}
+		err = w.post(context.Background(), []byte(`{"id":"evt_1"}`), "evt_1")
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "s3cr3t", "the error shows the URL's secrets")
+		require.NotContains(t, err.Error(), "user")
+		require.Contains(t, err.Error(), "deliver webhook evt_1 to http://"+u.Host+":")
+	}
+}
