@@ -57,7 +57,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.WebhookURL, "webhook-url", "", "http(s) URL receiving webhooks (POST JSON) when settings.webhooks is on; needs --webhook-secret (or --webhook-unsigned); redirects are not followed")
 	f.String(&cfg.WebhookSecret, "webhook-secret", "", "secret signing webhooks (header Ordertimeout-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)")
 	f.Bool(&cfg.WebhookUnsigned, "webhook-unsigned", false, "send webhooks unsigned on purpose (without it, --webhook-url without --webhook-secret is refused)")
-	f.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "timeout of one webhook delivery")
+	f.Duration(&cfg.WebhookTimeout, "webhook-timeout", sidecar.DefaultWebhookTimeout, "timeout of one webhook delivery (keep it below --job-timeout)")
 	f.Int(&cfg.SweepBatch, "sweep-batch", sweep.DefaultBatch, "most due orders one sweep_due call claims (one transaction): 1 to 100000")
 	f.Int(&cfg.SweepSessions, "sweep-sessions", sweep.DefaultSessions, "database sessions sweeping at once while full batches come back")
 	f.Duration(&cfg.MaxSleep, "max-sleep", sweep.DefaultMaxSleep, "longest pause between sweeps, at most 1h; bounds the delay a missed wake-up can cause")

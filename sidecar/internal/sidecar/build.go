@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -136,7 +135,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		Gateway:           gw,
 		WebhookURL:        cfg.WebhookURL,
 		WebhookSecret:     cfg.WebhookSecret,
-		WebhookClient:     &http.Client{Timeout: cmp.Or(cfg.WebhookTimeout, 10*time.Second)},
+		WebhookClient:     &http.Client{Timeout: cmp.Or(cfg.WebhookTimeout, DefaultWebhookTimeout)},
 		Now:               s.clock.Now,
 		Logger:            logger,
 		Outcome:           m.Outcome,

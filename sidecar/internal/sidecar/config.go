@@ -32,6 +32,7 @@ const (
 	DefaultMaxWorkers      = 20
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultJobTimeout      = time.Minute
+	DefaultWebhookTimeout  = 10 * time.Second
 	DefaultRescueAfter     = 2 * time.Minute
 	DefaultConflictRescan  = 5 * time.Minute
 	DefaultRetentionEvery  = time.Minute
@@ -226,6 +227,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.ConflictRescan = cmp.Or(cfg.ConflictRescan, DefaultConflictRescan)
 	if cfg.RescueAfter < cfg.JobTimeout {
 		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
+	}
+	if cfg.GatewayTimeout < 0 {
+		return Config{}, fmt.Errorf("gateway-timeout must not be negative (0: the default), got %s (--gateway-timeout)", cfg.GatewayTimeout)
+	}
+	// A negative client timeout is no timeout at all.
+	if cfg.WebhookTimeout < 0 {
+		return Config{}, fmt.Errorf("webhook-timeout must not be negative (0: the default, %s), got %s (--webhook-timeout)", DefaultWebhookTimeout, cfg.WebhookTimeout)
 	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)

@@ -56,3 +56,20 @@ func TestNewRefusesSweepSettingsTheDatabaseRefuses(t *testing.T) {
 	cfg.SweepBatch, cfg.MaxSleep = 100000, time.Hour
 	sidecartest.Start(t, cfg)
 }
+
+// A negative --gateway-timeout or --webhook-timeout is no timeout at all for
+// Go's HTTP client: a gateway or receiver that never answers held a worker
+// until the job's timeout. Refused at start.
+func TestNewRefusesNegativeHTTPTimeouts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	for flag, set := range map[string]func(*sidecar.Config){
+		"--gateway-timeout": func(c *sidecar.Config) { c.GatewayTimeout = -time.Second },
+		"--webhook-timeout": func(c *sidecar.Config) { c.WebhookTimeout = -time.Second },
+	} {
+		cfg := e.config("s1")
+		set(&cfg)
+		_, err := sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, flag)
+	}
+}
