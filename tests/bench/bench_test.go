@@ -245,6 +245,15 @@ func TestCapacitySummarize(t *testing.T) {
 	require.Equal(t, 1.5, value(t, res.Ratio))
 	rows = res.ratioRows("capacity", "2")
 	require.Equal(t, "1 of 2", rows[0].Runs)
+	require.Equal(t, "no verdict: 1 of 2 ladders have a ratio (neither design kept up at any rate in the others) (ladders: 1.50×, undefined)",
+		rows[0].Verdict, "one ladder of two is no majority")
+	// This stop's run: only ordertimeout kept up, in one ladder of three.
+	res = summarize(both, ladder(500, 0, 500, 750), ladder(0, 0, 0, 750), ladder(0, 0, 500, 750))
+	require.True(t, res.Ratio.Unbounded)
+	rows = res.ratioRows("capacity", "3")
+	require.Equal(t, "1 of 3", rows[0].Runs)
+	require.Equal(t, "no verdict: 1 of 3 ladders have a ratio (neither design kept up at any rate in the others) (ladders: unbounded, undefined, undefined)",
+		rows[0].Verdict)
 	res = summarize(both, ladder(0, 0, 0, 0))
 	require.Zero(t, res.Ratio.Ladders)
 	require.Nil(t, res.Ratio.Value)

@@ -219,8 +219,16 @@ func (res *capacityResult) ratioRows(label, n string) []row {
 	}
 	var rows []row
 	if res.Ratio.ok {
+		// A verdict needs a ratio from most ladders: one ladder of three
+		// where only ordertimeout kept up, with neither keeping up in the
+		// other two, says little about the two designs.
+		verdict := atLeast(res.Ratio.r, 1.5)
+		if res.Ratio.Ladders*2 <= len(res.Ladders) {
+			verdict = fmt.Sprintf("no verdict: %d of %d ladders have a ratio (neither design kept up at any rate in the others)",
+				res.Ratio.Ladders, len(res.Ladders))
+		}
 		rows = append(rows, row{label, "capacity ratio ordertimeout / ZSet (median of the ladders' ratios; unbounded: only ordertimeout kept up at some rate)",
-			res.Ratio.String(), runs(res.Ratio), "≥ 1.5×", atLeast(res.Ratio.r, 1.5) + " (ladders: " + strings.Join(each, ", ") + ")"})
+			res.Ratio.String(), runs(res.Ratio), "≥ 1.5×", verdict + " (ladders: " + strings.Join(each, ", ") + ")"})
 	} else {
 		rows = append(rows, row{label, "capacity ratio ordertimeout / ZSet", "undefined: neither design kept up at any rate asked", n, "≥ 1.5×", ""})
 	}
