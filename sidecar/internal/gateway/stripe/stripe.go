@@ -48,11 +48,13 @@
 package stripe
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -122,7 +124,8 @@ func New(cfg Config) (*Driver, error) {
 	}
 	retries = max(retries, 0)
 	httpClient := &http.Client{
-		Timeout: timeout,
+		Timeout:   timeout,
+		Transport: answerGuard{next: http.DefaultTransport},
 		// A redirect is never followed: the key goes nowhere but URL.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -136,6 +139,59 @@ func New(cfg Config) (*Driver, error) {
 		client:  stripeapi.NewClient(cfg.Key, stripeapi.WithBackends(backends)),
 		observe: cfg.Observe,
 	}, nil
+}
+
+// MaxAnswerBytes bounds an answer from Stripe: a list page of 100 objects
+// is a few hundred KiB; stripe-go reads a body whole, so without a bound an
+// answer of any size would be read into memory.
+const MaxAnswerBytes = 8 << 20
+
+// errAnswerTooLarge is an answer over MaxAnswerBytes: a bad answer.
+var errAnswerTooLarge = fmt.Errorf("Stripe's answer is larger than %d bytes", MaxAnswerBytes)
+
+// answerGuard reads every answer from Stripe, at most MaxAnswerBytes of it,
+// before stripe-go does. An error status whose body is not Stripe's JSON
+// error (a proxy's 502 page, "{}") gets one in its place, so that stripe-go
+// reports the status (a 5xx is "unavailable, try again") instead of an
+// unreadable answer quoting the body.
+type answerGuard struct{ next http.RoundTripper }
+
+func (g answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := g.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > MaxAnswerBytes {
+		return nil, errAnswerTooLarge
+	}
+	if resp.StatusCode >= 400 && !isStripeError(body) {
+		typ := ""
+		if resp.StatusCode >= 500 {
+			typ = string(stripeapi.ErrorTypeAPI)
+		}
+		body, _ = json.Marshal(map[string]any{"error": map[string]string{
+			"type":    typ,
+			"message": fmt.Sprintf("HTTP %d without Stripe's JSON error (%d bytes of %s)", resp.StatusCode, len(body), quote(resp.Header.Get("Content-Type"))),
+		}})
+		resp.Header.Set("Content-Type", "application/json")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
+}
+
+// isStripeError reports whether body is Stripe's error: a JSON object
+// whose "error" is an object.
+func isStripeError(body []byte) bool {
+	var e struct {
+		Error map[string]json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(body, &e) == nil && e.Error != nil
 }
 
 // idPattern is what a PaymentIntent or Checkout Session id looks like.
@@ -921,6 +977,9 @@ func money(id string, minor int64, currency stripeapi.Currency) (gateway.Amount,
 // classify maps a stripe-go error to the gateway's error kinds.
 func classify(err error) error {
 	var se *stripeapi.Error
+	if errors.Is(err, errAnswerTooLarge) {
+		return fmt.Errorf("%w: %w", gateway.ErrBadAnswer, err)
+	}
 	if !errors.As(err, &se) {
 		var urlErr *url.Error
 		var netErr net.Error

@@ -507,3 +507,45 @@ func TestRefundIsTheWholePayment(t *testing.T) {
 	}
 	require.Equal(t, 5, posts())
 }
+
+// Answers that are not Stripe's: an error page from a proxy in front of
+// Stripe (a 502 in HTML, a 503 of "{}") is "unavailable, try again", as a
+// 5xx from Stripe is, and its body is not quoted in the error; a 4xx
+// without Stripe's error is a bad answer; an answer over MaxAnswerBytes is
+// not read whole, and is a bad answer. Before, stripe-go read any size,
+// and a 5xx without Stripe's JSON was a bad answer quoting the body.
+func TestAnswersThatAreNotStripes(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_e"}}
+	page := "<html><body>502 Bad Gateway secret-looking-page</body></html>"
+	for _, tc := range []struct {
+		a    answer
+		want error
+	}{
+		{answer{502, page}, gateway.ErrUnavailable},
+		{answer{503, `{}`}, gateway.ErrUnavailable},
+		{answer{500, ``}, gateway.ErrUnavailable},
+		{answer{405, page}, gateway.ErrBadAnswer},
+	} {
+		s.set("GET /v1/payment_intents/pi_e", tc.a)
+		_, err := d.Order(bg, ref)
+		require.ErrorIs(t, err, tc.want, "HTTP %d %q", tc.a.code, tc.a.body)
+		require.NotContains(t, err.Error(), "secret-looking-page")
+		require.Contains(t, err.Error(), fmt.Sprintf("HTTP %d without Stripe's JSON error", tc.a.code))
+	}
+
+	huge := intent("pi_e", "succeeded", 100, "eur", "A1")
+	huge.body = strings.Replace(huge.body, `"metadata":{`, `"padding":"`+strings.Repeat("x", stripe.MaxAnswerBytes)+`","metadata":{`, 1)
+	s.set("GET /v1/payment_intents/pi_e", huge)
+	_, err := d.Order(bg, ref)
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+	require.Contains(t, err.Error(), "larger than")
+
+	// Stripe's own answers are read as before.
+	s.set("GET /v1/payment_intents/pi_e", intent("pi_e", "succeeded", 100, "eur", "A1"))
+	o, err := d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusPaid, o.Status)
+}
