@@ -887,12 +887,13 @@ func fromIntent(orderID, id string, pi *stripeapi.PaymentIntent) (payment, error
 	}
 	switch pi.Status {
 	case stripeapi.PaymentIntentStatusSucceeded:
-		amount := pi.AmountReceived
-		if amount == 0 {
-			amount = pi.Amount
+		// What Stripe took, never what was asked: a succeeded payment
+		// with nothing received is an answer that makes no sense.
+		if pi.AmountReceived <= 0 {
+			return payment{}, fmt.Errorf("PaymentIntent %s succeeded with amount_received %d: %w", id, pi.AmountReceived, gateway.ErrBadAnswer)
 		}
 		var err error
-		if p.amount, p.currency, err = money(id, amount, pi.Currency); err != nil {
+		if p.amount, p.currency, err = money(id, pi.AmountReceived, pi.Currency); err != nil {
 			return payment{}, err
 		}
 		p.status = gateway.StatusPaid

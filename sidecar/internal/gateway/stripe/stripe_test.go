@@ -549,3 +549,22 @@ func TestAnswersThatAreNotStripes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, gateway.StatusPaid, o.Status)
 }
+
+// A succeeded PaymentIntent whose amount_received is 0 or missing is a bad
+// answer: the driver read its amount (what was asked) instead, and would
+// have confirmed an order with money Stripe did not say it took.
+func TestSucceededWithNothingReceived(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_z"}}
+	for _, body := range []string{
+		`{"id": "pi_z", "object": "payment_intent", "status": "succeeded", "amount": 1000, "amount_received": 0, "currency": "eur", "metadata": {"order_id": "A1"}}`,
+		`{"id": "pi_z", "object": "payment_intent", "status": "succeeded", "amount": 1000, "currency": "eur", "metadata": {"order_id": "A1"}}`,
+	} {
+		s.set("GET /v1/payment_intents/pi_z", answer{200, body})
+		_, err := d.Order(bg, ref)
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, body)
+		require.Contains(t, err.Error(), "amount_received 0")
+	}
+}
