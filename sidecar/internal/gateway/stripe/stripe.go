@@ -170,7 +170,7 @@ func (g answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errAnswerTooLarge
 	}
 	if resp.StatusCode >= 400 && !isStripeError(body) {
-		typ := ""
+		typ := string(errorTypeNotStripe)
 		if resp.StatusCode >= 500 {
 			typ = string(stripeapi.ErrorTypeAPI)
 		}
@@ -184,6 +184,12 @@ func (g answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
+
+// errorTypeNotStripe is the type of the error answerGuard puts in place of
+// a 4xx answer that is not Stripe's JSON error (a proxy's page): classify
+// makes it a bad answer (a 429 excepted), never Stripe refusing the request
+// or the key, nor "no such object".
+const errorTypeNotStripe stripeapi.ErrorType = "not_stripe"
 
 // isStripeError reports whether body is Stripe's error: a JSON object
 // whose "error" is an object.
@@ -993,6 +999,11 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", gateway.ErrBadAnswer, err)
 	}
 	what := fmt.Sprintf("Stripe %s (HTTP %d, code %s, request %s): %s", se.Type, se.HTTPStatusCode, quote(string(se.Code)), se.RequestID, se.Msg)
+	if se.Type == errorTypeNotStripe && se.HTTPStatusCode != http.StatusTooManyRequests {
+		// A 4xx that is not Stripe's answer (a proxy's page): nothing
+		// says what Stripe thinks of the request.
+		return fmt.Errorf("%s: %w", se.Msg, gateway.ErrBadAnswer)
+	}
 	switch {
 	case se.HTTPStatusCode == http.StatusTooManyRequests || se.Code == stripeapi.ErrorCodeRateLimit ||
 		se.Code == stripeapi.ErrorCodeLockTimeout || se.HTTPStatusCode >= 500 || se.Type == stripeapi.ErrorTypeAPI ||

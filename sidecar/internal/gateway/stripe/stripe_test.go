@@ -528,6 +528,14 @@ func TestAnswersThatAreNotStripes(t *testing.T) {
 		{answer{503, `{}`}, gateway.ErrUnavailable},
 		{answer{500, ``}, gateway.ErrUnavailable},
 		{answer{405, page}, gateway.ErrBadAnswer},
+		// A proxy's 400, 401, 403 or 404 page is not Stripe refusing the
+		// request or the key, nor "no such payment": a bad answer too.
+		{answer{400, page}, gateway.ErrBadAnswer},
+		{answer{401, page}, gateway.ErrBadAnswer},
+		{answer{403, `{}`}, gateway.ErrBadAnswer},
+		{answer{404, page}, gateway.ErrBadAnswer},
+		// A proxy's 429 is a rate limit all the same: ask again later.
+		{answer{429, page}, gateway.ErrUnavailable},
 	} {
 		s.set("GET /v1/payment_intents/pi_e", tc.a)
 		_, err := d.Order(bg, ref)
