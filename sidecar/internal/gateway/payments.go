@@ -128,8 +128,9 @@ type paymentsAnswer struct {
 // gateway recorded at or after since, oldest first (by At, then PaymentID).
 // It follows the gateway's has_more, so fewer than limit means there are no
 // more for now. Ask again from the last one's At to read on: transactions at
-// exactly that moment come again, and the caller drops those it has (by
-// PaymentID and Status).
+// exactly that moment come again, and the caller drops those it has read
+// already (the same record, SameRecord; another record of a payment and
+// status is another transaction, such as a second partial refund).
 //
 // Every transaction is checked as strictly as the other answers: a payment
 // id and order id the database accepts, an amount in the grammar of

@@ -309,3 +309,23 @@ func checkRetention(cfg *Config) error {
 	}
 	return nil
 }
+
+// Warnings are what New logs about a configuration it takes but that works
+// against itself: timeouts that let River's job timeout end the calls they
+// bound, so that such a job runs again, later or at once.
+func (c Config) Warnings() []string {
+	var ws []string
+	job := cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	// A gateway call makes its request and, while the gateway is down, up
+	// to GatewayRetries more, each up to GatewayTimeout.
+	calls := 1 + max(cmp.Or(c.GatewayRetries, gateway.DefaultRetries), 0)
+	if gt := cmp.Or(c.GatewayTimeout, gateway.DefaultTimeout); gt*time.Duration(calls) >= job {
+		ws = append(ws, fmt.Sprintf("--gateway-timeout (%s) times the requests of one call (%d: 1 + --gateway-retries) is not below --job-timeout (%s): a gateway that hangs makes jobs end at the job's timeout and run again",
+			gt, calls, job))
+	}
+	if wt := cmp.Or(c.WebhookTimeout, DefaultWebhookTimeout); c.WebhookURL != "" && wt >= job {
+		ws = append(ws, fmt.Sprintf("--webhook-timeout (%s) is not below --job-timeout (%s): a delivery that hangs ends at the job's timeout, a failed attempt",
+			wt, job))
+	}
+	return ws
+}

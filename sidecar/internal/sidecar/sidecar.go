@@ -74,11 +74,8 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("sidecar", cfg.Name)
-	if wt := cmp.Or(cfg.WebhookTimeout, DefaultWebhookTimeout); cfg.WebhookURL != "" && wt >= cfg.JobTimeout {
-		// Each delivery to a receiver that does not answer then ends at the
-		// job's timeout: a failed attempt, as any other, but later.
-		logger.Warn("--webhook-timeout is not below --job-timeout: a delivery that hangs ends at the job's timeout",
-			"webhook_timeout", wt, "job_timeout", cfg.JobTimeout)
+	for _, w := range cfg.Warnings() {
+		logger.Warn(w)
 	}
 
 	poolConfig, err := pgxpool.ParseConfig(cfg.DatabaseURL)

@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +72,32 @@ func TestNewRefusesNegativeHTTPTimeouts(t *testing.T) {
 		set(&cfg)
 		_, err := sidecar.New(t.Context(), cfg)
 		require.ErrorContains(t, err, flag)
+	}
+}
+
+// A gateway call that can outlast the job's timeout (--gateway-timeout times
+// 1 + --gateway-retries, not below --job-timeout), and a webhook delivery
+// that can, are said at start: River would end such jobs while the gateway
+// or the receiver hangs.
+func TestConfigWarnsOfCallsLongerThanTheJob(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  sidecar.Config
+		warn string
+	}{
+		{sidecar.Config{GatewayTimeout: 30 * time.Second}, "--gateway-timeout (30s) times the requests of one call (3: 1 + --gateway-retries)"},
+		{sidecar.Config{GatewayTimeout: 20 * time.Second}, "--gateway-timeout (20s)"}, // exactly the job's minute
+		{sidecar.Config{}, ""}, // the defaults: 3 × 5 s
+		{sidecar.Config{GatewayTimeout: 59 * time.Second, GatewayRetries: -1}, ""}, // one request of 59 s
+		{sidecar.Config{GatewayTimeout: 4 * time.Second, JobTimeout: 10 * time.Second}, "--job-timeout (10s)"},
+		{sidecar.Config{WebhookURL: "https://hooks.example", WebhookTimeout: time.Minute}, "--webhook-timeout (1m0s) is not below --job-timeout (1m0s)"},
+		{sidecar.Config{WebhookTimeout: time.Minute}, ""}, // no webhooks
+	} {
+		ws := strings.Join(c.cfg.Warnings(), "\n")
+		if c.warn == "" {
+			require.Empty(t, ws, "%+v", c.cfg)
+		} else {
+			require.Contains(t, ws, c.warn, "%+v", c.cfg)
+		}
 	}
 }
