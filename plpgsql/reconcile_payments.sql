@@ -30,7 +30,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_row      record;
-    v_rows     jsonb := '[]';
+    -- The checked rows: an array appended in place (a jsonb array would be
+    -- copied whole by each append, quadratic in the rows).
+    v_rows     jsonb[] := '{}';
     v_line     integer;
     v_key      text;
     v_amount   numeric;
@@ -42,6 +44,7 @@ DECLARE
     v_kind     text;
     v_watermark timestamptz;
     v_refunding boolean;
+    v_differs  boolean;
 BEGIN
     IF reconcile_payments.transactions IS NULL THEN
         RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
@@ -142,14 +145,14 @@ BEGIN
             RAISE EXCEPTION 'line %: at must be an ISO 8601 time with a zone, such as 2026-12-01T10:00:00Z', v_line
                 USING ERRCODE = 'OT171';
         END IF;
-        v_rows := v_rows || jsonb_build_array(jsonb_build_object(
+        v_rows := array_append(v_rows, jsonb_build_object(
             'line', v_line, 'payment_id', v_row.value ->> 'payment_id', 'order_id', v_row.value ->> 'order_id',
             'amount', v_amount, 'currency', v_row.value ->> 'currency', 'status', v_row.value ->> 'status', 'at', v_at));
     END LOOP;
     SELECT format('line %s: payment %s is %s twice in the transactions', max((r ->> 'line')::integer),
                   r ->> 'payment_id', r ->> 'status')
     INTO v_dup
-    FROM jsonb_array_elements(v_rows) AS r
+    FROM unnest(v_rows) AS r
     GROUP BY r ->> 'payment_id', r ->> 'status'
     HAVING count(*) > 1
     LIMIT 1;
@@ -163,21 +166,26 @@ BEGIN
     -- after the other would take order A, A's stock rows, then order B,
     -- and deadlock with a confirm_payment of B waiting for A's stock (the
     -- lock order is order rows, then stock rows).
+    -- Each row knows whether the call also lists its payment refunded
+    -- (refunded_too: a window over the rows, not a look per row).
     PERFORM 1
     FROM ordertimeout.orders AS o
     WHERE o.order_id IN (
-              SELECT r ->> 'order_id'
-              FROM jsonb_array_elements(v_rows) AS r
-              LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r ->> 'payment_id'
-              WHERE r ->> 'status' = 'paid'
+              SELECT r.value ->> 'order_id'
+              FROM (SELECT x AS value, bool_or(x ->> 'status' = 'refunded') OVER (PARTITION BY x ->> 'payment_id') AS refunded_too
+                      FROM unnest(v_rows) AS x) AS r
+              LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r.value ->> 'payment_id'
+              WHERE r.value ->> 'status' = 'paid'
+                AND NOT r.refunded_too
                 AND (p.payment_id IS NULL
-                     OR (p.order_id = r ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded')))
-                AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS x
-                                 WHERE x ->> 'payment_id' = r ->> 'payment_id' AND x ->> 'status' = 'refunded'))
+                     OR (p.order_id = r.value ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded'))))
     ORDER BY o.order_id
     FOR NO KEY UPDATE;
 
-    FOR v_row IN SELECT r AS value FROM jsonb_array_elements(v_rows) AS r ORDER BY (r ->> 'line')::integer LOOP
+    FOR v_row IN SELECT r.value, r.refunded_too
+                   FROM (SELECT x AS value, bool_or(x ->> 'status' = 'refunded') OVER (PARTITION BY x ->> 'payment_id') AS refunded_too
+                           FROM unnest(v_rows) AS x) AS r
+                  ORDER BY (r.value ->> 'line')::integer LOOP
         line := (v_row.value ->> 'line')::integer;
         payment_id := v_row.value ->> 'payment_id';
         order_id := v_row.value ->> 'order_id';
@@ -185,6 +193,10 @@ BEGIN
         v_amount := (v_row.value ->> 'amount')::numeric;
         SELECT p.* INTO v_pay FROM ordertimeout.payments AS p WHERE p.payment_id = reconcile_payments.payment_id;
         SELECT o.* INTO v_order FROM ordertimeout.orders AS o WHERE o.order_id = reconcile_payments.order_id;
+        -- A payment recorded here of another amount or currency than the
+        -- gateway's row (none recorded: nothing to compare).
+        v_differs := (v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
+                     OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency'));
         IF v_order.order_id IS NULL THEN
             outcome := 'unknown_order';
             detail := 'the gateway has a transaction for an order this database does not know';
@@ -198,9 +210,7 @@ BEGIN
             v_refunding := v_pay.status = 'late'
                            AND EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
                                         WHERE c.payment_id = v_pay.payment_id AND c.state = 'refunding');
-            IF (v_pay.status = 'refunded' OR v_refunding)
-               AND ((v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
-                    OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency'))) THEN
+            IF (v_pay.status = 'refunded' OR v_refunding) AND v_differs THEN
                 outcome := 'amount_differs';
                 detail := format('%s here %s %s; the gateway refunded %s %s',
                                  CASE WHEN v_refunding THEN 'being refunded' ELSE 'refunded' END,
@@ -234,8 +244,7 @@ BEGIN
                 outcome := 'ok';
                 detail := format('confirmed here without an amount; the gateway settled %s %s',
                                  v_amount, v_row.value ->> 'currency');
-            ELSIF v_pay.amount = v_amount
-                  AND (v_pay.currency IS NULL OR v_pay.currency = (v_row.value ->> 'currency')) THEN
+            ELSIF NOT v_differs THEN
                 -- Confirmed without a currency (its order has none): any
                 -- currency, as in _confirm_payment.
                 outcome := 'ok';
@@ -247,8 +256,7 @@ BEGIN
         ELSIF v_pay.status IN ('late', 'refunded') THEN
             -- A conflict's refund gives back the amount recorded here: one
             -- the gateway did not take is money nobody accounts for.
-            IF (v_pay.amount IS NOT NULL AND v_pay.amount <> v_amount)
-               OR (v_pay.currency IS NOT NULL AND v_pay.currency <> (v_row.value ->> 'currency')) THEN
+            IF v_differs THEN
                 outcome := 'amount_differs';
                 detail := format('a conflict here of %s %s (%s); the gateway settled %s %s',
                                  coalesce(v_pay.amount::text, 'an unknown amount'), coalesce(v_pay.currency, ''),
@@ -256,8 +264,7 @@ BEGIN
             ELSE
                 outcome := 'known_conflict';
             END IF;
-        ELSIF EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS r
-                       WHERE r ->> 'payment_id' = reconcile_payments.payment_id AND r ->> 'status' = 'refunded') THEN
+        ELSIF v_row.refunded_too THEN
             -- Paid and refunded at the gateway, neither seen here: no money
             -- stayed, so the order is not paid with it (a refunded payment
             -- never pays its order); a person looks at both lines.
@@ -290,8 +297,7 @@ BEGIN
         WHERE p.status = 'confirmed'
           AND p.confirmed_at >= reconcile_payments.period_start
           AND p.confirmed_at < reconcile_payments.period_end
-          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_rows) AS r
-                           WHERE r ->> 'payment_id' = p.payment_id AND r ->> 'status' = 'paid')
+          AND p.payment_id NOT IN (SELECT r ->> 'payment_id' FROM unnest(v_rows) AS r WHERE r ->> 'status' = 'paid')
         ORDER BY p.confirmed_at, p.payment_id;
     END IF;
 
