@@ -91,17 +91,18 @@ func (d *Deps) keepSlot(ctx context.Context, job *rivertype.JobRow, in time.Dura
 // and the database's time of the count (for Deps.SlotsFrom). A slot that
 // cannot be read is not counted: it will not be honoured either.
 func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last, now time.Time, err error) {
+	// One row at least, for the clock, with a NULL slot when no job holds one.
 	rows, err := pool.Query(ctx, `
-		SELECT j.metadata -> $1, clock_timestamp()
-		  FROM river_job AS j
-		 WHERE j.state IN ('available', 'scheduled') AND j.metadata ? $1`, slotKey)
+		SELECT c.now, j.metadata -> $1
+		  FROM (SELECT clock_timestamp() AS now) AS c
+		  LEFT JOIN river_job AS j ON j.state IN ('available', 'scheduled') AND j.metadata ? $1`, slotKey)
 	if err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
 	}
 	var raw []byte
-	_, err = pgx.ForEachRow(rows, []any{&raw, &now}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&now, &raw}, func() error {
 		var slot gatewaySlot
-		if json.Unmarshal(raw, &slot) != nil || !slot.At.After(now) {
+		if raw == nil || json.Unmarshal(raw, &slot) != nil || !slot.At.After(now) {
 			return nil
 		}
 		n++
@@ -112,11 +113,6 @@ func ReservedGatewayTokens(ctx context.Context, pool *pgxpool.Pool) (n int, last
 	})
 	if err != nil {
 		return 0, time.Time{}, time.Time{}, fmt.Errorf("read the gateway tokens snoozed jobs hold: %w", err)
-	}
-	if now.IsZero() { // no slot at all: the query returned no row
-		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			return 0, time.Time{}, time.Time{}, fmt.Errorf("read the database's clock: %w", err)
-		}
 	}
 	return n, last, now, nil
 }
