@@ -137,14 +137,6 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return fmt.Errorf("encode webhook: %w", err)
 	}
 	if err := w.post(ctx, body, ev.ID); err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The job's timeout (--job-timeout) ended the delivery, not a
-			// shutdown (which cancels): a failed delivery like any other,
-			// an attempt counted. Snoozed, it would go out again at once
-			// and forever, a receiver that never answers holding a worker.
-			w.outcome(job.Kind, "error")
-			return err
-		}
 		return retry(ctx, w.Deps, job, false, err)
 	}
 	w.outcome(job.Kind, "delivered")

@@ -264,8 +264,9 @@ func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID st
 
 // retry turns err into what Work returns. The job snoozes when the gateway is
 // unavailable or gave a bad answer, when the sidecar is stopping (the job is
-// handed back at once), and on the last attempt of a job that must never be
-// discarded; otherwise River records err and retries with its backoff.
+// handed back at once; not when the job's own timeout ended it), and on the
+// last attempt of a job that must never be discarded; otherwise River
+// records err and retries with its backoff.
 //
 // A bad answer (gateway.ErrBadAnswer) says nothing about the money: nothing
 // was changed, and asking again later is all that can be done. The job
@@ -276,7 +277,12 @@ func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID st
 func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], neverDiscard bool, err error) error {
 	kind := job.Kind
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The sidecar is stopping: hand the job back at once. A job that its
+		// timeout (--job-timeout) ended is not stopping: it goes on below
+		// like any other failure (a gateway call it ended is unavailable,
+		// and snoozes with the doubling pause; anything else is an attempt
+		// River counts), never again at once and forever.
 		d.outcome(kind, "interrupted")
 		return river.JobSnooze(0)
 	case sqlstate.Is(err, sqlstate.Paused):
