@@ -240,10 +240,14 @@ $$;
 -- them) and returns their ids with the order and version each names. A row
 -- whose args are not {"order_id": text, "version": integer} is claimed too
 -- but set aside (one malformed row must not stop every sweep); malformed
--- counts them.
+-- counts them. With scan_from, only rows due from then on are looked at
+-- (ordertimeout._scan_from says when a sweep may do that); NULL: every due
+-- row. (Its default lets a sweep_due of migration 000045, running while
+-- 000046 commits, call it with two arguments.)
 CREATE FUNCTION ordertimeout._claim_due_timers(
     max           integer,
     at            timestamptz,
+    scan_from     timestamptz DEFAULT NULL,
     OUT job_ids   bigint[],
     OUT order_ids text[],
     OUT versions  integer[],
@@ -263,6 +267,7 @@ BEGIN
     FROM (SELECT d.job_id, d.args, ordertimeout._is_timer_args(d.args) AS valid
             FROM ordertimeout._timers AS d
            WHERE d.due_at <= _claim_due_timers.at
+             AND d.due_at >= coalesce(_claim_due_timers.scan_from, '-infinity')
            ORDER BY d.due_at, d.job_id
            LIMIT _claim_due_timers.max
              FOR UPDATE SKIP LOCKED) AS t;
@@ -270,6 +275,56 @@ BEGIN
     IF malformed > 0 THEN
         PERFORM ordertimeout._discard_malformed_timers(v_bad_ids, _claim_due_timers.at);
     END IF;
+END
+$$;
+
+-- Where a sweep starts looking for due rows. Deleted timer rows leave their
+-- entries in River's fetch index until a VACUUM of river_job, and those of
+-- every order cancelled or paid since then lie before the first live due
+-- row, where the claim's scan (and plan_sleep's, and the lost-timer
+-- fallback's in orders_pending_cancel_at) starts: each sweep read all of
+-- them. Autovacuum visits river_job after about a fifth of its rows have
+-- died, so at a steady rate the dead entries grow to a fifth of the
+-- deadline's worth of orders (tens of thousands of pages at 250 orders/s
+-- with 30-minute deadlines), read again by every sweep, a hundred sweeps a
+-- second. So a sweep looks at the rows due in the last 2 seconds only, and
+-- at every due row (NULL) when the last sweep that did so is a second old
+-- or more, or came back full (a backlog), or when nothing is recorded (a
+-- fresh or crashed sweep_state). A sweep that finds nothing in those 2
+-- seconds does not look further: with several sidecars, all but one of
+-- those woken for the same deadline find nothing. A row due more than 2 seconds ago that the
+-- last full look did not take (another transaction held it, or
+-- _back_to_pending put its order back past its deadline) is thus found
+-- within about a second; every other due row is found as before.
+CREATE FUNCTION ordertimeout._scan_from(at timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT _scan_from.at - interval '2 seconds'
+              FROM ordertimeout.sweep_state AS s
+             WHERE s.scanned_at > _scan_from.at - interval '1 second'
+               AND NOT s.backlog);
+END
+$$;
+
+-- Records a sweep that looked at every due row (or came back full) for
+-- _scan_from, without waiting: when another session holds sweep_state (its
+-- own record, or plan_sleep), that one's record stands until the next.
+CREATE FUNCTION ordertimeout._record_scan(at timestamptz, backlog boolean)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE ordertimeout.sweep_state AS s
+    SET scanned_at = _record_scan.at,
+        backlog = _record_scan.backlog
+    FROM (SELECT l.singleton FROM ordertimeout.sweep_state AS l FOR NO KEY UPDATE SKIP LOCKED) AS l
+    WHERE s.singleton = l.singleton;
 END
 $$;
 

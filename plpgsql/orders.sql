@@ -259,11 +259,14 @@ $$;
 -- their orders are due but not lost, and are passed over without looking
 -- their timer row up (at steady rates they are all the due PENDING orders;
 -- a sweep that claimed 100 or more plans this with the array as a constant,
--- which PostgreSQL 15 hashes).
+-- which PostgreSQL 15 hashes). With scan_from, only orders due from then on
+-- are looked at, as _claim_due_timers does (and its default is there for
+-- the same reason).
 CREATE FUNCTION ordertimeout._find_lost_timers(
     max           integer,
     at            timestamptz,
     claimed       bigint[],
+    scan_from     timestamptz DEFAULT NULL,
     OUT order_ids text[],
     OUT versions  integer[])
 LANGUAGE plpgsql
@@ -278,6 +281,7 @@ BEGIN
            WHERE o.status = 'PENDING'
              AND o.check_job_id IS NULL
              AND o.cancel_at <= _find_lost_timers.at
+             AND o.cancel_at >= coalesce(_find_lost_timers.scan_from, '-infinity')
              AND (o.timer_job_id IS NULL OR o.timer_job_id <> ALL (coalesce(_find_lost_timers.claimed, '{}')))
              AND NOT EXISTS (SELECT 1 FROM ordertimeout._unfinished_jobs AS j WHERE j.job_id = o.timer_job_id)
            ORDER BY o.cancel_at

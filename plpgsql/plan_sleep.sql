@@ -7,7 +7,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_wake timestamptz;
+    v_now       timestamptz := clock_timestamp();
+    v_scan_from timestamptz;
+    v_next      timestamptz;
+    v_wake      timestamptz;
 BEGIN
     IF plan_sleep.max_sleep IS NULL THEN
         RAISE EXCEPTION 'max_sleep must not be null'
@@ -19,10 +22,25 @@ BEGIN
             USING ERRCODE = 'OT141';
     END IF;
     -- While paused, due timers are not worth waking for: sleep the longest.
-    v_wake := CASE WHEN (SELECT s.paused FROM ordertimeout.settings AS s)
-                   THEN clock_timestamp() + plan_sleep.max_sleep
-                   ELSE least(ordertimeout.next_due(), clock_timestamp() + plan_sleep.max_sleep)
-              END;
+    -- Otherwise the earliest timer row, looked for among those due in the
+    -- last seconds when sweep_due may look there only (_scan_from, whose
+    -- comment says why); when that finds nothing within a second, every
+    -- timer row is looked at (next_due), so that a sleep longer than a
+    -- second is always planned from them all.
+    IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
+        v_wake := v_now + plan_sleep.max_sleep;
+    ELSE
+        v_scan_from := ordertimeout._scan_from(v_now);
+        IF v_scan_from IS NOT NULL THEN
+            v_next := (SELECT t.due_at FROM ordertimeout._timers AS t
+                        WHERE t.due_at >= v_scan_from
+                        ORDER BY t.due_at LIMIT 1);
+        END IF;
+        IF v_next IS NULL OR v_next > v_now + interval '1 second' THEN
+            v_next := ordertimeout.next_due();
+        END IF;
+        v_wake := least(v_next, v_now + plan_sleep.max_sleep);
+    END IF;
     -- An upsert: sweep_state is unlogged, and empty after a crash.
     INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
     VALUES (true, v_wake)

@@ -48,6 +48,7 @@ DECLARE
     v_rescued    integer := 0;
     v_causes     text[];
     v_timer_ids  text[];
+    v_scan_from  timestamptz;
     v_deferred   text[];
     v_timers     integer;
     v_checks     integer;
@@ -61,10 +62,12 @@ BEGIN
         RETURN;
     END IF;
 
-    -- 1. Claim the due timer rows (malformed ones are set aside).
+    -- 1. Claim the due timer rows (malformed ones are set aside): those due
+    -- in the last seconds, or every one (_scan_from).
+    v_scan_from := ordertimeout._scan_from(v_now);
     SELECT c.job_ids, c.order_ids, c.versions, c.malformed
     INTO v_job_ids, v_ids, v_versions, v_malformed
-    FROM ordertimeout._claim_due_timers(sweep_due.max, v_now) AS c;
+    FROM ordertimeout._claim_due_timers(sweep_due.max, v_now, v_scan_from) AS c;
     v_timers := cardinality(v_job_ids);
     IF v_timers >= 100 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
@@ -80,7 +83,7 @@ BEGIN
     -- one).
     IF v_timers < sweep_due.max THEN
         SELECT l.order_ids, l.versions INTO v_lost_ids, v_lost_vers
-        FROM ordertimeout._find_lost_timers(sweep_due.max - v_timers, v_now, v_job_ids) AS l;
+        FROM ordertimeout._find_lost_timers(sweep_due.max - v_timers, v_now, v_job_ids, v_scan_from) AS l;
     END IF;
     IF v_timers + cardinality(v_lost_ids) < sweep_due.max THEN
         SELECT v_lost_ids || r.order_ids, v_lost_vers || r.versions, r.payment_checks
@@ -115,6 +118,10 @@ BEGIN
     SELECT count(*) FILTER (WHERE c.cancelled_cause <> 'check'), count(*) FILTER (WHERE c.cancelled_cause = 'check')
     INTO v_cancelled, v_checks
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
+
+    IF v_scan_from IS NULL OR v_timers >= sweep_due.max THEN
+        PERFORM ordertimeout._record_scan(v_now, v_timers >= sweep_due.max);
+    END IF;
 
     -- Deferred orders are not claimed: their timer rows go back at the
     -- commit, and the caller may sweep again soon (the sidecar does, within

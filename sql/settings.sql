@@ -59,14 +59,19 @@ INSERT INTO ordertimeout.settings DEFAULT VALUES;
 
 -- Sweep state: one row. wake_at is the moment the sleeping sweepers will wake
 -- up on their own; an order whose deadline comes sooner sends a wake-up.
--- UNLOGGED: wake_at is a hint, written by plan_sleep after every sweep, and a
--- transaction that writes only unlogged tables commits without waiting for a
--- WAL flush (one fsync less per sweep). After a crash the table is empty:
--- _wake_if_sooner then wakes the sweepers on every new order until the next
--- plan_sleep writes the row again.
+-- scanned_at is when a sweep last looked at every due timer row (and PENDING
+-- order) rather than those of the last seconds only, and backlog whether the
+-- last sweep that wrote it came back full: see ordertimeout._scan_from.
+-- UNLOGGED: these are hints, wake_at written by plan_sleep after every sweep,
+-- and a transaction that writes only unlogged tables commits without waiting
+-- for a WAL flush (one fsync less per sweep). After a crash the table is
+-- empty: _wake_if_sooner then wakes the sweepers on every new order, and every
+-- sweep looks at every due row, until the next plan_sleep writes the row again.
 CREATE UNLOGGED TABLE ordertimeout.sweep_state (
-    singleton boolean     NOT NULL DEFAULT true,
-    wake_at   timestamptz NOT NULL DEFAULT '-infinity',
+    singleton  boolean     NOT NULL DEFAULT true,
+    wake_at    timestamptz NOT NULL DEFAULT '-infinity',
+    scanned_at timestamptz,
+    backlog    boolean     NOT NULL DEFAULT false,
     CONSTRAINT sweep_state_single_row PRIMARY KEY (singleton),
     CONSTRAINT sweep_state_singleton_is_true CHECK (singleton)
 ) WITH (fillfactor = 50);
@@ -74,7 +79,7 @@ CREATE UNLOGGED TABLE ordertimeout.sweep_state (
 INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;
 
 COMMENT ON TABLE ordertimeout.sweep_state IS
-    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order); unlogged: empty after a crash until the next plan_sleep';
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order), and when a sweep last looked at every due row (scanned_at; backlog: it came back full); unlogged: empty after a crash until the next plan_sleep';
 
 -- Rescue state: one row. sweep_due looks for gateway-check jobs that River
 -- lost (discarded, cancelled, deleted) at most once per 10 seconds; the

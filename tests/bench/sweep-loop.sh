@@ -12,14 +12,22 @@
 # drain does); 21 calls of sweep_due(1000), the last finding none. Each call's
 # time is clock_timestamp() - statement_timestamp() as it returns (the
 # commit not included); the figures are the mean and the median over the
-# calls that claimed something. Two rounds, base, head, head, base, so that
-# a drift of the machine's speed falls on both. Durable settings (fsync,
-# synchronous_commit, full_page_writes on).
+# calls that claimed something. Churn: the steady loop again, right after
+# 20,000 orders were drained without a VACUUM, as between two autovacuums
+# of river_job in production: the deleted timer rows' index entries lie
+# where a sweep's scans start (migration 000046); the figures add the
+# buffers a call reads (pg_stat_statements, the top-level sweep_due). Two
+# rounds, base, head, head, base, so that a drift of the machine's speed
+# falls on both. Durable settings (fsync, synchronous_commit,
+# full_page_writes on); autovacuum off, so that none runs in the middle of
+# a loop (the drain and the steady loop run VACUUM ANALYZE where they need
+# it).
 #
 # Usage (from the repository root): tests/bench/sweep-loop.sh [BASE]
 #   BASE: the migration version to compare with (default: the last but one).
+#   SWEEP_LOOP_PHASES: which loops to run (default "steady churn drain").
 # Needs the migrate CLI (built into .cache/bin by tests/lib/pg.sh's
-# ensure_migrate). Takes about 7 minutes.
+# ensure_migrate). Takes about 11 minutes with the three.
 set -euo pipefail
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
@@ -35,7 +43,8 @@ base="${1:-$((last - 1))}"
 # (tests/bin/withpg), whatever DATABASE_URL says: it creates databases base
 # and head, and its figures mean something only with those settings.
 if [[ -z "${SWEEP_LOOP_INNER:-}" ]]; then
-	SWEEP_LOOP_INNER=1 WITHPG_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=512MB" \
+	SWEEP_LOOP_INNER=1 WITHPG_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_buffers=512MB \
+ -c autovacuum=off -c shared_preload_libraries=pg_stat_statements" \
 		exec env -u DATABASE_URL "$ROOT/tests/bin/withpg" "$0" "$base"
 fi
 server="${DATABASE_URL%%\?*}"
@@ -51,6 +60,7 @@ for db in base head; do
 		run_quiet "$MIGRATE" -path migrations -database "$(pgx5_url "$server/$db?sslmode=disable")" up
 	fi
 	"${psql[@]}" "$url/$db" >/dev/null <<-'SQL'
+		CREATE EXTENSION pg_stat_statements;
 		SELECT ordertimeout.configure(grace => '0');
 		SELECT count(ordertimeout.put_stock('s' || n, 1000000000)) FROM generate_series(1, 100) AS n;
 	SQL
@@ -76,9 +86,9 @@ due() {
 		                  SET created_at = x.created_at + o.shift, expire_at = x.expire_at + o.shift,
 		                      cancel_at = x.cancel_at + o.shift, gateway_expire_at = x.gateway_expire_at + o.shift
 		                 FROM o WHERE x.order_id = o.order_id
-		                RETURNING x.order_id, x.cancel_at)
+		                RETURNING x.timer_job_id, x.cancel_at)
 		UPDATE public.river_job AS r SET scheduled_at = moved.cancel_at
-		FROM moved WHERE r.kind = 'ordertimeout_expire' AND r.state = 'available' AND r.args ->> 'order_id' = moved.order_id;
+		FROM moved WHERE r.id = moved.timer_job_id AND r.kind = 'ordertimeout_expire' AND r.state = 'available';
 	SQL
 }
 
@@ -99,24 +109,59 @@ summary() {
 		        label, n, claimed, claimed / n, sum / n, ms[int((n + 1) / 2)] }'
 }
 
-echo "sweep_due, migration $base (base) against $last (head), durable settings"
+# buffers DB: shared buffers read per top-level sweep_due call since the
+# last reset.
+buffers() {
+	"${psql[@]}" "$url/$1" -At -c "SELECT round(sum(shared_blks_hit + shared_blks_read)::numeric / sum(calls), 1)
+		FROM pg_stat_statements WHERE toplevel AND query LIKE '%sweep_due%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+}
+
+phases="${SWEEP_LOOP_PHASES:-steady churn drain}"
+echo "sweep_due, migration $base (base) against $last (head), durable settings; phases: $phases"
 # Each round runs base, head, head, base; run k of a round has its own orders.
-for round in 1 2; do
-	k=0
-	for db in base head head base; do
-		k=$((k + 1))
-		orders "$db" "steady$round-$k-" 3000
-		due "$db" "steady$round-$k-" '1 second' '3 ms'
-		sweeps "$db" 1050 0.009 | summary "steady round $round, $db"
-	done
-done
-for round in 1 2; do
-	k=0
-	for db in base head head base; do
-		k=$((k + 1))
-		orders "$db" "drain$round-$k-" 20000
-		due "$db" "drain$round-$k-" '-1 minute' '0 ms'
-		"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" -c CHECKPOINT
-		sweeps "$db" 21 0 | summary "drain round $round, $db"
-	done
+for phase in $phases; do
+	case $phase in
+	steady)
+		for round in 1 2; do
+			k=0
+			for db in base head head base; do
+				k=$((k + 1))
+				"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" >/dev/null
+				orders "$db" "steady$round-$k-" 3000
+				due "$db" "steady$round-$k-" '1 second' '3 ms'
+				sweeps "$db" 1050 0.009 | summary "steady round $round, $db"
+			done
+		done
+		;;
+	churn)
+		for round in 1 2; do
+			k=0
+			for db in base head head base; do
+				k=$((k + 1))
+				"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" >/dev/null
+				orders "$db" "gone$round-$k-" 20000
+				due "$db" "gone$round-$k-" '-1 minute' '0 ms'
+				sweeps "$db" 21 0 >/dev/null
+				orders "$db" "churn$round-$k-" 3000
+				due "$db" "churn$round-$k-" '1 second' '3 ms'
+				"${psql[@]}" "$url/$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
+				sweeps "$db" 1050 0.009 | summary "churn round $round, $db" | tr -d '\n'
+				echo "; $(buffers "$db") buffers per call"
+			done
+		done
+		;;
+	drain)
+		for round in 1 2; do
+			k=0
+			for db in base head head base; do
+				k=$((k + 1))
+				orders "$db" "drain$round-$k-" 20000
+				due "$db" "drain$round-$k-" '-1 minute' '0 ms'
+				"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" -c CHECKPOINT
+				sweeps "$db" 21 0 | summary "drain round $round, $db"
+			done
+		done
+		;;
+	*) die "SWEEP_LOOP_PHASES: unknown phase '$phase' (steady, churn, drain)" ;;
+	esac
 done

@@ -49,11 +49,15 @@ func TestRetriedTimerCancelsNothingEarly(t *testing.T) {
 
 	// The row was moot; the sweep's fallback cancels the order once its
 	// cancel_at has come, as for a lost timer row. The hour is made to pass
-	// by moving the order's times back (as its owner may).
+	// by moving the order's times back (as its owner may), and the sweep's
+	// last look at every due row with them (a sweep right after one looks
+	// at the last 2 seconds only: ordertimeout._scan_from).
 	_, err = pool.Exec(ctx, `UPDATE ordertimeout.orders
 		SET created_at = created_at - interval '2 hours', expire_at = expire_at - interval '2 hours',
 		    cancel_at = cancel_at - interval '2 hours'
 		WHERE order_id = 'retried'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE ordertimeout.sweep_state SET scanned_at = NULL`)
 	require.NoError(t, err)
 	var caught int
 	require.NoError(t, sidecarPool.QueryRow(ctx, `SELECT caught_by_sweep FROM ordertimeout.sweep_due(1000)`).Scan(&caught))

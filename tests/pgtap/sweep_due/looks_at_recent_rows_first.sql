@@ -1,0 +1,101 @@
+-- A sweep looks at the timer rows (and lost timers) due in the last 2
+-- seconds only, unless the last sweep that looked at every due row is a
+-- second old or more, came back full, or is not recorded
+-- (ordertimeout._scan_from). Deleted timer rows leave
+-- index entries before the first live due row until river_job is vacuumed;
+-- this is what spares each sweep reading them all. plan_sleep plans a sleep
+-- longer than a second from every timer row.
+BEGIN;
+\ir ../setup.psql
+SET LOCAL search_path = public, ordertimeout;
+SELECT plan(18);
+
+-- test.make_due, without forgetting the last full look (as a deadline that
+-- simply passed would not).
+CREATE FUNCTION test.due_since(order_id text, overdue interval)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_scanned timestamptz := (SELECT s.scanned_at FROM ordertimeout.sweep_state AS s);
+BEGIN
+    PERFORM test.make_due(due_since.order_id, due_since.overdue);
+    UPDATE ordertimeout.sweep_state SET scanned_at = v_scanned;
+END
+$$;
+
+-- What a sweep that looked at every due row a moment ago leaves.
+CREATE FUNCTION test.just_scanned(backlog boolean DEFAULT false)
+RETURNS void
+LANGUAGE sql
+AS $$
+    UPDATE ordertimeout.sweep_state SET scanned_at = clock_timestamp(), backlog = just_scanned.backlog;
+$$;
+
+INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 100);
+SELECT ordertimeout.create_order(o, '[{"sku": "A", "qty": 1}]')
+FROM unnest(ARRAY['first', 'old', 'recent', 'lost', 'alone', 'b1', 'b2', 'b3', 'b4', 'idle']) AS o;
+
+-- 1. Nothing recorded: every due row, and the look is recorded.
+SELECT test.make_due('first', interval '1 minute');
+SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
+    'with nothing recorded, a sweep finds a row due a minute ago');
+SELECT ok((SELECT s.scanned_at > clock_timestamp() - interval '1 second' AND NOT s.backlog FROM ordertimeout.sweep_state AS s),
+    'and records that it looked at every due row, with no backlog');
+
+-- 2. Right after a full look: the last 2 seconds only, then every row a
+-- second later.
+SELECT test.due_since('old', interval '1 minute'), test.due_since('lost', interval '1 minute'),
+       test.due_since('recent', interval '500 milliseconds');
+DELETE FROM public.river_job WHERE args ->> 'order_id' = 'lost';
+SELECT test.just_scanned();
+SELECT results_eq($$SELECT claimed, cancelled, caught_by_sweep FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1, 0)$$,
+    'right after a full look, a sweep takes the row due in the last 2 seconds');
+SELECT results_eq($$SELECT order_id, status::text FROM ordertimeout.orders WHERE order_id IN ('old', 'recent', 'lost') ORDER BY 1$$,
+    $$VALUES ('lost', 'PENDING'), ('old', 'PENDING'), ('recent', 'CANCELLED')$$,
+    'and leaves the row due a minute ago, and the lost timer, to the next full look');
+UPDATE ordertimeout.sweep_state SET scanned_at = clock_timestamp() - interval '1 second';
+SELECT results_eq($$SELECT claimed, cancelled, caught_by_sweep FROM ordertimeout.sweep_due()$$, $$VALUES (2, 2, 1)$$,
+    'a second later, a sweep looks at every due row: the old one and the lost timer');
+SELECT ok((SELECT s.scanned_at > clock_timestamp() - interval '1 second' FROM ordertimeout.sweep_state AS s),
+    'and records its look');
+
+-- 3. The last 2 seconds hold nothing: the sweep still looks no further
+-- (with several sidecars, all but one of those woken for a deadline find
+-- nothing), until a second after the last full look.
+SELECT test.due_since('alone', interval '1 minute');
+SELECT test.just_scanned();
+SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (0, 0)$$,
+    'when the last 2 seconds hold nothing, a sweep right after a full look finds nothing');
+UPDATE ordertimeout.sweep_state SET scanned_at = clock_timestamp() - interval '1 second';
+SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
+    'and the next sweep a second later takes the old row');
+
+-- 4. A full batch is a backlog: the next sweep looks at every due row.
+SELECT test.make_due(o, interval '1 minute') FROM unnest(ARRAY['b1', 'b2', 'b3']) AS o;
+SELECT results_eq($$SELECT claimed FROM ordertimeout.sweep_due(2)$$, $$VALUES (2)$$, 'a full batch');
+SELECT ok((SELECT s.backlog FROM ordertimeout.sweep_state AS s), 'is recorded as a backlog');
+SELECT test.due_since('b4', interval '500 milliseconds');
+SELECT results_eq($$SELECT claimed FROM ordertimeout.sweep_due(2)$$, $$VALUES (2)$$,
+    'after a backlog, a sweep takes the old row too, not only the one of the last 2 seconds');
+SELECT results_eq($$SELECT order_id FROM ordertimeout.orders WHERE order_id LIKE 'b_' AND status = 'PENDING'$$,
+    $$SELECT NULL::text WHERE false$$, 'the backlog is drained');
+SELECT results_eq($$SELECT claimed FROM ordertimeout.sweep_due(2)$$, $$VALUES (0)$$, 'a sweep that comes back short');
+SELECT ok((SELECT NOT s.backlog FROM ordertimeout.sweep_state AS s), 'ends the backlog');
+
+-- 5. plan_sleep: a sleep longer than a second is planned from every row.
+SELECT test.due_since('idle', interval '1 minute');
+SELECT test.just_scanned();
+SELECT ok(ordertimeout.plan_sleep(interval '1 hour') <= clock_timestamp(),
+    'with only a row due a minute ago, plan_sleep wakes the sweepers now');
+SELECT ok((SELECT s.scanned_at IS NOT NULL FROM ordertimeout.sweep_state AS s), 'and leaves scanned_at as it was');
+
+-- 6. After a crash (sweep_state empty): every due row, nothing recorded
+-- until plan_sleep writes the row again.
+DELETE FROM ordertimeout.sweep_state;
+SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
+    'with sweep_state empty, a sweep looks at every due row');
+SELECT is((SELECT count(*)::integer FROM ordertimeout.sweep_state), 0, 'and writes no row of it');
+
+SELECT * FROM finish();
+ROLLBACK;
