@@ -20,14 +20,16 @@
 # rounds, base, head, head, base, so that a drift of the machine's speed
 # falls on both. Durable settings (fsync, synchronous_commit,
 # full_page_writes on); autovacuum off, so that none runs in the middle of
-# a loop (the drain and the steady loop run VACUUM ANALYZE where they need
-# it).
+# a loop: the steady and churn loops VACUUM before their orders are made and
+# ANALYZE once they exist, the drain loop runs VACUUM ANALYZE and CHECKPOINT
+# before it starts.
 #
 # Usage (from the repository root): tests/bench/sweep-loop.sh [BASE]
 #   BASE: the migration version to compare with (default: the last but one).
 #   SWEEP_LOOP_PHASES: which loops to run (default "steady churn drain").
 # Needs the migrate CLI (built into .cache/bin by tests/lib/pg.sh's
-# ensure_migrate). Takes about 11 minutes with the three.
+# ensure_migrate). Takes about 20 minutes with the three (steady 6, churn 8, drain 5
+# on the 2-core machine).
 set -euo pipefail
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
@@ -76,9 +78,14 @@ orders() {
 
 # due DB PREFIX FIRST STEP: the PREFIX orders come due FIRST from now and STEP
 # apart, in creation order: their deadlines and their timer rows move
-# together, as tests/pgtap's test.make_due does.
+# together, as tests/pgtap's test.make_due does (after an ANALYZE of the
+# orders, and of river_job while it holds their timer rows: autovacuum is
+# off; without statistics the update took minutes, and river_job analyzed
+# while empty made the sweep's delete of its timer rows by id scan River's
+# whole fetch index, 220 buffers per call, in both databases).
 due() {
 	"${psql[@]}" "$url/$1" >/dev/null <<-SQL
+		ANALYZE ordertimeout.orders, public.river_job;
 		WITH o AS (SELECT order_id, clock_timestamp() + interval '$3' + n * interval '$4' - cancel_at AS shift
 		             FROM (SELECT order_id, cancel_at, row_number() OVER (ORDER BY created_at, order_id) AS n
 		                     FROM ordertimeout.orders WHERE order_id LIKE '$2%' AND status = 'PENDING') AS p),
@@ -126,7 +133,7 @@ for phase in $phases; do
 			k=0
 			for db in base head head base; do
 				k=$((k + 1))
-				"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" >/dev/null
+				"${psql[@]}" "$url/$db" -c "VACUUM" >/dev/null
 				orders "$db" "steady$round-$k-" 3000
 				due "$db" "steady$round-$k-" '1 second' '3 ms'
 				sweeps "$db" 1050 0.009 | summary "steady round $round, $db"
@@ -138,7 +145,7 @@ for phase in $phases; do
 			k=0
 			for db in base head head base; do
 				k=$((k + 1))
-				"${psql[@]}" "$url/$db" -c "VACUUM ANALYZE" >/dev/null
+				"${psql[@]}" "$url/$db" -c "VACUUM" >/dev/null
 				orders "$db" "gone$round-$k-" 20000
 				due "$db" "gone$round-$k-" '-1 minute' '0 ms'
 				sweeps "$db" 21 0 >/dev/null
