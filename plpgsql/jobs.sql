@@ -290,7 +290,9 @@ $$;
 -- second. So a sweep looks at the rows due in the last 2 seconds only, and
 -- at every due row (NULL) when the last sweep that did so is a second old
 -- or more, or came back full (a backlog), or when nothing is recorded (a
--- fresh or crashed sweep_state). A sweep that finds nothing in those 2
+-- fresh or crashed sweep_state), or is in the future (the database's clock
+-- was set back: the window must not last until it catches up). A sweep that
+-- finds nothing in those 2
 -- seconds does not look further: with several sidecars, all but one of
 -- those woken for the same deadline find nothing. A row due more than 2 seconds ago that the
 -- last full look did not take (another transaction held it, or
@@ -306,6 +308,7 @@ BEGIN
     RETURN (SELECT _scan_from.at - interval '2 seconds'
               FROM ordertimeout.sweep_state AS s
              WHERE s.scanned_at > _scan_from.at - interval '1 second'
+               AND s.scanned_at <= _scan_from.at
                AND NOT s.backlog);
 END
 $$;

@@ -8,7 +8,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(18);
+SELECT plan(19);
 
 -- test.make_due, without forgetting the last full look (as a deadline that
 -- simply passed would not).
@@ -90,8 +90,18 @@ SELECT ok(ordertimeout.plan_sleep(interval '1 hour') <= clock_timestamp(),
     'with only a row due a minute ago, plan_sleep wakes the sweepers now');
 SELECT ok((SELECT s.scanned_at IS NOT NULL FROM ordertimeout.sweep_state AS s), 'and leaves scanned_at as it was');
 
--- 6. After a crash (sweep_state empty): every due row, nothing recorded
+-- 6. A full look recorded in the future (the clock was set back) does not
+-- keep sweeps to the window until the clock catches up.
+SELECT ordertimeout.create_order('ahead', '[{"sku": "A", "qty": 1}]');
+SELECT test.due_since('ahead', interval '1 minute');
+UPDATE ordertimeout.sweep_state SET scanned_at = clock_timestamp() + interval '1 hour', backlog = false;
+SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (2, 2)$$,
+    'a full look recorded an hour ahead: the sweep looks at every due row (two a minute old)');
+
+-- 7. After a crash (sweep_state empty): every due row, nothing recorded
 -- until plan_sleep writes the row again.
+SELECT ordertimeout.create_order('crash', '[{"sku": "A", "qty": 1}]');
+SELECT test.due_since('crash', interval '1 minute');
 DELETE FROM ordertimeout.sweep_state;
 SELECT results_eq($$SELECT claimed, cancelled FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
     'with sweep_state empty, a sweep looks at every due row');
