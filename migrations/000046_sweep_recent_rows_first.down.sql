@@ -19,10 +19,14 @@
 -- deleted timers, an empty claim read 218 buffers and the next-deadline lookup
 -- 216. A sweep now looks at the rows due in the last 2 seconds, and at every
 -- due row when the last sweep that did is a second old or more, when that one
--- came back full (a backlog), when it lies in the future (the clock was set
--- back), or when sweep_state is empty. plan_sleep looks at every timer row when the last 2
--- seconds give no deadline within a second. sweep_state gets scanned_at and
--- backlog.
+-- came back full (a backlog of timer rows or of lost timers), when it lies in
+-- the future (the clock was set back), or when nothing is recorded. A full
+-- look that left an order due before the window to another transaction is not
+-- recorded. plan_sleep looks at every timer row when the last 2 seconds give
+-- no deadline within a second, and wakes the sweepers for the next full look
+-- when only such a look can take the earliest row. The record is a new
+-- unlogged table, scan_state, apart from sweep_state, so that plan_sleep never
+-- waits for a sweep.
 
 DROP FUNCTION ordertimeout._find_lost_timers(integer, timestamptz, bigint[], timestamptz);
 DROP FUNCTION ordertimeout._claim_due_timers(integer, timestamptz, timestamptz);
@@ -242,10 +246,5 @@ REVOKE ALL ON FUNCTION ordertimeout._find_lost_timers(integer, timestamptz, bigi
 
 -- Hand-written, from migrations/hand/000046_sweep_recent_rows_first.down-postlude.sql:
 
--- The columns only the functions of 000046 read.
-ALTER TABLE ordertimeout.sweep_state
-    DROP COLUMN scanned_at,
-    DROP COLUMN backlog;
-
-COMMENT ON TABLE ordertimeout.sweep_state IS
-    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order); unlogged: empty after a crash until the next plan_sleep';
+-- The table only the functions of 000046 read and write.
+DROP TABLE ordertimeout.scan_state;

@@ -19,10 +19,14 @@
 -- deleted timers, an empty claim read 218 buffers and the next-deadline lookup
 -- 216. A sweep now looks at the rows due in the last 2 seconds, and at every
 -- due row when the last sweep that did is a second old or more, when that one
--- came back full (a backlog), when it lies in the future (the clock was set
--- back), or when sweep_state is empty. plan_sleep looks at every timer row when the last 2
--- seconds give no deadline within a second. sweep_state gets scanned_at and
--- backlog.
+-- came back full (a backlog of timer rows or of lost timers), when it lies in
+-- the future (the clock was set back), or when nothing is recorded. A full
+-- look that left an order due before the window to another transaction is not
+-- recorded. plan_sleep looks at every timer row when the last 2 seconds give
+-- no deadline within a second, and wakes the sweepers for the next full look
+-- when only such a look can take the earliest row. The record is a new
+-- unlogged table, scan_state, apart from sweep_state, so that plan_sleep never
+-- waits for a sweep.
 --
 -- New functions: _scan_from, _record_scan.
 -- Functions replaced: plan_sleep, sweep_due.
@@ -32,15 +36,23 @@
 -- Hand-written, from migrations/hand/000046_sweep_recent_rows_first.up-prelude.sql:
 
 -- When a sweep last looked at every due timer row, for _scan_from
--- (sql/settings.sql). Both columns are added without rewriting the table (a
--- NULL and a constant default); the ALTER holds sweep_state, which every
--- create_order reads, for that moment only.
-ALTER TABLE ordertimeout.sweep_state
-    ADD COLUMN scanned_at timestamptz,
-    ADD COLUMN backlog boolean NOT NULL DEFAULT false;
+-- (sql/settings.sql): a table of its own, so that plan_sleep, which writes
+-- sweep_state, never waits for a sweep that holds this row to its commit.
+CREATE UNLOGGED TABLE ordertimeout.scan_state (
+    singleton  boolean     NOT NULL DEFAULT true,
+    scanned_at timestamptz,
+    backlog    boolean     NOT NULL DEFAULT false,
+    CONSTRAINT scan_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT scan_state_singleton_is_true CHECK (singleton)
+) WITH (fillfactor = 50);
 
-COMMENT ON TABLE ordertimeout.sweep_state IS
-    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order), and when a sweep last looked at every due row (scanned_at; backlog: it came back full); unlogged: empty after a crash until the next plan_sleep';
+INSERT INTO ordertimeout.scan_state DEFAULT VALUES;
+
+COMMENT ON TABLE ordertimeout.scan_state IS
+    'when a sweep last looked at every due row rather than the last 2 seconds only (scanned_at), and whether it came back full (backlog); written by sweep_due, unlogged: empty after a crash until a sweep writes it';
+
+-- Readable by the administrator like every table (sql/grants.sql).
+GRANT SELECT ON ordertimeout.scan_state TO ordertimeout_admin;
 
 -- Generated:
 
@@ -89,7 +101,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN (SELECT _scan_from.at - interval '2 seconds'
-              FROM ordertimeout.sweep_state AS s
+              FROM ordertimeout.scan_state AS s
              WHERE s.scanned_at > _scan_from.at - interval '1 second'
                AND s.scanned_at <= _scan_from.at
                AND NOT s.backlog);
@@ -103,11 +115,18 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE ordertimeout.sweep_state AS s
+    UPDATE ordertimeout.scan_state AS s
     SET scanned_at = _record_scan.at,
         backlog = _record_scan.backlog
-    FROM (SELECT l.singleton FROM ordertimeout.sweep_state AS l FOR NO KEY UPDATE SKIP LOCKED) AS l
+    FROM (SELECT l.singleton FROM ordertimeout.scan_state AS l FOR NO KEY UPDATE SKIP LOCKED) AS l
     WHERE s.singleton = l.singleton;
+    -- Only when the row is missing: an insert that meets the row another
+    -- sweep has updated and not committed would wait for that sweep.
+    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM ordertimeout.scan_state) THEN
+        INSERT INTO ordertimeout.scan_state AS s (singleton, scanned_at, backlog)
+        VALUES (true, _record_scan.at, _record_scan.backlog)
+        ON CONFLICT ON CONSTRAINT scan_state_single_row DO NOTHING;
+    END IF;
 END
 $$;
 
@@ -167,7 +186,10 @@ BEGIN
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
-    -- second is always planned from them all.
+    -- second is always planned from them all. A row due before the window
+    -- is taken only by the next full look, a second after the last one:
+    -- the sweepers wake for that, not at once (they would sweep the window
+    -- in vain, every few milliseconds, until then).
     IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
     ELSE
@@ -179,6 +201,9 @@ BEGIN
         END IF;
         IF v_next IS NULL OR v_next > v_now + interval '1 second' THEN
             v_next := ordertimeout.next_due();
+            IF v_next < v_scan_from THEN
+                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + interval '1 second';
+            END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);
     END IF;
@@ -225,6 +250,8 @@ DECLARE
     v_causes     text[];
     v_timer_ids  text[];
     v_scan_from  timestamptz;
+    v_full       boolean;
+    v_record     boolean;
     v_deferred   text[];
     v_timers     integer;
     v_checks     integer;
@@ -274,6 +301,7 @@ BEGIN
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    v_full := cardinality(v_ids) + v_malformed >= sweep_due.max;
     v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
     IF cardinality(v_deferred) > 0 THEN
         SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
@@ -295,8 +323,19 @@ BEGIN
     INTO v_cancelled, v_checks
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    IF v_scan_from IS NULL OR v_timers >= sweep_due.max THEN
-        PERFORM ordertimeout._record_scan(v_now, v_timers >= sweep_due.max);
+    -- Record a full look, or a full batch (of timer rows or lost timers:
+    -- the next sweeps look at every row until one comes back short). A
+    -- full look that left an order due before the window to another
+    -- transaction is not recorded: the next sweep, a millisecond later,
+    -- looks at every row again rather than a second later.
+    v_record := v_full OR v_scan_from IS NULL;
+    IF v_record AND NOT v_full AND cardinality(v_deferred) > 0 THEN
+        v_record := NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
+                                 WHERE o.order_id = ANY (v_deferred)
+                                   AND o.cancel_at < v_now - interval '2 seconds');
+    END IF;
+    IF v_record THEN
+        PERFORM ordertimeout._record_scan(v_now, v_full);
     END IF;
 
     -- Deferred orders are not claimed: their timer rows go back at the

@@ -285,19 +285,21 @@ $$;
 -- fallback's in orders_pending_cancel_at) starts: each sweep read all of
 -- them. Autovacuum visits river_job after about a fifth of its rows have
 -- died, so at a steady rate the dead entries grow to a fifth of the
--- deadline's worth of orders (tens of thousands of pages at 250 orders/s
+-- deadline's worth of orders (tens of thousands of entries at 250 orders/s
 -- with 30-minute deadlines), read again by every sweep, a hundred sweeps a
 -- second. So a sweep looks at the rows due in the last 2 seconds only, and
--- at every due row (NULL) when the last sweep that did so is a second old
--- or more, or came back full (a backlog), or when nothing is recorded (a
--- fresh or crashed sweep_state), or is in the future (the database's clock
--- was set back: the window must not last until it catches up). A sweep that
--- finds nothing in those 2
--- seconds does not look further: with several sidecars, all but one of
--- those woken for the same deadline find nothing. A row due more than 2 seconds ago that the
--- last full look did not take (another transaction held it, or
--- _back_to_pending put its order back past its deadline) is thus found
--- within about a second; every other due row is found as before.
+-- at every due row (NULL) when the last sweep that did so (scan_state) is a
+-- second old or more, or came back full (a backlog, of timer rows or of
+-- lost timers), or when nothing is recorded (a fresh or crashed scan_state),
+-- or when the record is in the future (the database's clock was set back:
+-- the window must not last until it catches up). A sweep that finds nothing
+-- in those 2 seconds does not look further: with several sidecars, all but
+-- one of those woken for the same deadline find nothing. A row due more than
+-- 2 seconds ago that the last full look did not take (another transaction
+-- held it, or _back_to_pending put its order back past its deadline) is
+-- thus found by the next full look, within about a second (plan_sleep wakes
+-- the sweepers for it); a full look that had to leave such a row to another
+-- transaction is not recorded, so the next sweep looks again.
 CREATE FUNCTION ordertimeout._scan_from(at timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -306,16 +308,17 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN (SELECT _scan_from.at - interval '2 seconds'
-              FROM ordertimeout.sweep_state AS s
+              FROM ordertimeout.scan_state AS s
              WHERE s.scanned_at > _scan_from.at - interval '1 second'
                AND s.scanned_at <= _scan_from.at
                AND NOT s.backlog);
 END
 $$;
 
--- Records a sweep that looked at every due row (or came back full) for
--- _scan_from, without waiting: when another session holds sweep_state (its
--- own record, or plan_sleep), that one's record stands until the next.
+-- Records a sweep's full look (or a full batch) for _scan_from, without
+-- waiting: when another sweep holds scan_state (its own record, until its
+-- commit), this one is not recorded, and the next sweep simply looks at
+-- every row again. After a crash scan_state is empty: the row is inserted.
 CREATE FUNCTION ordertimeout._record_scan(at timestamptz, backlog boolean)
 RETURNS void
 LANGUAGE plpgsql
@@ -323,11 +326,18 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE ordertimeout.sweep_state AS s
+    UPDATE ordertimeout.scan_state AS s
     SET scanned_at = _record_scan.at,
         backlog = _record_scan.backlog
-    FROM (SELECT l.singleton FROM ordertimeout.sweep_state AS l FOR NO KEY UPDATE SKIP LOCKED) AS l
+    FROM (SELECT l.singleton FROM ordertimeout.scan_state AS l FOR NO KEY UPDATE SKIP LOCKED) AS l
     WHERE s.singleton = l.singleton;
+    -- Only when the row is missing: an insert that meets the row another
+    -- sweep has updated and not committed would wait for that sweep.
+    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM ordertimeout.scan_state) THEN
+        INSERT INTO ordertimeout.scan_state AS s (singleton, scanned_at, backlog)
+        VALUES (true, _record_scan.at, _record_scan.backlog)
+        ON CONFLICT ON CONSTRAINT scan_state_single_row DO NOTHING;
+    END IF;
 END
 $$;
 

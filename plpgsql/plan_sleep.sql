@@ -26,7 +26,10 @@ BEGIN
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
-    -- second is always planned from them all.
+    -- second is always planned from them all. A row due before the window
+    -- is taken only by the next full look, a second after the last one:
+    -- the sweepers wake for that, not at once (they would sweep the window
+    -- in vain, every few milliseconds, until then).
     IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
     ELSE
@@ -38,6 +41,9 @@ BEGIN
         END IF;
         IF v_next IS NULL OR v_next > v_now + interval '1 second' THEN
             v_next := ordertimeout.next_due();
+            IF v_next < v_scan_from THEN
+                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + interval '1 second';
+            END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);
     END IF;

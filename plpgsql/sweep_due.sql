@@ -49,6 +49,8 @@ DECLARE
     v_causes     text[];
     v_timer_ids  text[];
     v_scan_from  timestamptz;
+    v_full       boolean;
+    v_record     boolean;
     v_deferred   text[];
     v_timers     integer;
     v_checks     integer;
@@ -98,6 +100,7 @@ BEGIN
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    v_full := cardinality(v_ids) + v_malformed >= sweep_due.max;
     v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
     IF cardinality(v_deferred) > 0 THEN
         SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
@@ -119,8 +122,19 @@ BEGIN
     INTO v_cancelled, v_checks
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
 
-    IF v_scan_from IS NULL OR v_timers >= sweep_due.max THEN
-        PERFORM ordertimeout._record_scan(v_now, v_timers >= sweep_due.max);
+    -- Record a full look, or a full batch (of timer rows or lost timers:
+    -- the next sweeps look at every row until one comes back short). A
+    -- full look that left an order due before the window to another
+    -- transaction is not recorded: the next sweep, a millisecond later,
+    -- looks at every row again rather than a second later.
+    v_record := v_full OR v_scan_from IS NULL;
+    IF v_record AND NOT v_full AND cardinality(v_deferred) > 0 THEN
+        v_record := NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
+                                 WHERE o.order_id = ANY (v_deferred)
+                                   AND o.cancel_at < v_now - interval '2 seconds');
+    END IF;
+    IF v_record THEN
+        PERFORM ordertimeout._record_scan(v_now, v_full);
     END IF;
 
     -- Deferred orders are not claimed: their timer rows go back at the

@@ -59,19 +59,14 @@ INSERT INTO ordertimeout.settings DEFAULT VALUES;
 
 -- Sweep state: one row. wake_at is the moment the sleeping sweepers will wake
 -- up on their own; an order whose deadline comes sooner sends a wake-up.
--- scanned_at is when a sweep last looked at every due timer row (and PENDING
--- order) rather than those of the last seconds only, and backlog whether the
--- last sweep that wrote it came back full: see ordertimeout._scan_from.
--- UNLOGGED: these are hints, wake_at written by plan_sleep after every sweep,
--- and a transaction that writes only unlogged tables commits without waiting
--- for a WAL flush (one fsync less per sweep). After a crash the table is
--- empty: _wake_if_sooner then wakes the sweepers on every new order, and every
--- sweep looks at every due row, until the next plan_sleep writes the row again.
+-- UNLOGGED: wake_at is a hint, written by plan_sleep after every sweep, and a
+-- transaction that writes only unlogged tables commits without waiting for a
+-- WAL flush (one fsync less per sweep). After a crash the table is empty:
+-- _wake_if_sooner then wakes the sweepers on every new order until the next
+-- plan_sleep writes the row again.
 CREATE UNLOGGED TABLE ordertimeout.sweep_state (
-    singleton  boolean     NOT NULL DEFAULT true,
-    wake_at    timestamptz NOT NULL DEFAULT '-infinity',
-    scanned_at timestamptz,
-    backlog    boolean     NOT NULL DEFAULT false,
+    singleton boolean     NOT NULL DEFAULT true,
+    wake_at   timestamptz NOT NULL DEFAULT '-infinity',
     CONSTRAINT sweep_state_single_row PRIMARY KEY (singleton),
     CONSTRAINT sweep_state_singleton_is_true CHECK (singleton)
 ) WITH (fillfactor = 50);
@@ -79,7 +74,28 @@ CREATE UNLOGGED TABLE ordertimeout.sweep_state (
 INSERT INTO ordertimeout.sweep_state DEFAULT VALUES;
 
 COMMENT ON TABLE ordertimeout.sweep_state IS
-    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order), and when a sweep last looked at every due row (scanned_at; backlog: it came back full); unlogged: empty after a crash until the next plan_sleep';
+    'when the sleeping sweepers wake up on their own (written by plan_sleep, read by create_order); unlogged: empty after a crash until the next plan_sleep';
+
+-- Scan state: one row. scanned_at is when a sweep last looked at every due
+-- timer row and overdue PENDING order, rather than at those due in the last
+-- 2 seconds only, and backlog whether the last sweep that wrote it came back
+-- full (ordertimeout._scan_from says why and when). A table of its own: a
+-- sweep writes it (SKIP LOCKED) and holds it to its commit, and plan_sleep,
+-- which writes sweep_state, must never wait for a sweep. UNLOGGED, a hint:
+-- after a crash it is empty, and sweeps look at every due row until one
+-- writes it again.
+CREATE UNLOGGED TABLE ordertimeout.scan_state (
+    singleton  boolean     NOT NULL DEFAULT true,
+    scanned_at timestamptz,
+    backlog    boolean     NOT NULL DEFAULT false,
+    CONSTRAINT scan_state_single_row PRIMARY KEY (singleton),
+    CONSTRAINT scan_state_singleton_is_true CHECK (singleton)
+) WITH (fillfactor = 50);
+
+INSERT INTO ordertimeout.scan_state DEFAULT VALUES;
+
+COMMENT ON TABLE ordertimeout.scan_state IS
+    'when a sweep last looked at every due row rather than the last 2 seconds only (scanned_at), and whether it came back full (backlog); written by sweep_due, unlogged: empty after a crash until a sweep writes it';
 
 -- Rescue state: one row. sweep_due looks for gateway-check jobs that River
 -- lost (discarded, cancelled, deleted) at most once per 10 seconds; the

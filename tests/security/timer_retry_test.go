@@ -57,7 +57,7 @@ func TestRetriedTimerCancelsNothingEarly(t *testing.T) {
 		    cancel_at = cancel_at - interval '2 hours'
 		WHERE order_id = 'retried'`)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE ordertimeout.sweep_state SET scanned_at = NULL`)
+	_, err = pool.Exec(ctx, `UPDATE ordertimeout.scan_state SET scanned_at = NULL`)
 	require.NoError(t, err)
 	var caught int
 	require.NoError(t, sidecarPool.QueryRow(ctx, `SELECT caught_by_sweep FROM ordertimeout.sweep_due(1000)`).Scan(&caught))

@@ -22,7 +22,7 @@ SELECT is_empty($$SELECT 1 FROM public.river_job$$, 'the stale timer row is dele
 
 -- A second later (the order is a minute overdue: only a sweep that looks
 -- at every due row finds it, at least once a second; _scan_from).
-UPDATE ordertimeout.sweep_state SET scanned_at = scanned_at - interval '1 second';
+UPDATE ordertimeout.scan_state SET scanned_at = scanned_at - interval '1 second';
 SELECT results_eq(
     $$SELECT claimed, cancelled, caught_by_sweep, moot FROM ordertimeout.sweep_due()$$,
     $$VALUES (1, 1, 1, 0)$$,
