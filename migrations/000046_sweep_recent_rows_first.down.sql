@@ -240,6 +240,8 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
 
 DROP FUNCTION ordertimeout._record_scan(timestamptz, boolean);
 DROP FUNCTION ordertimeout._scan_from(timestamptz);
+DROP FUNCTION ordertimeout._full_look_every();
+DROP FUNCTION ordertimeout._scan_window();
 
 REVOKE ALL ON FUNCTION ordertimeout._claim_due_timers(integer, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._find_lost_timers(integer, timestamptz, bigint[]) FROM PUBLIC;

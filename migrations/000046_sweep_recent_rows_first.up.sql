@@ -28,7 +28,7 @@
 -- unlogged table, scan_state, apart from sweep_state, so that plan_sleep never
 -- waits for a sweep.
 --
--- New functions: _scan_from, _record_scan.
+-- New functions: _scan_window, _full_look_every, _scan_from, _record_scan.
 -- Functions replaced: plan_sleep, sweep_due.
 -- Dropped and created again (parameters, result type or columns changed, or a
 --   view that reads one that did): _claim_due_timers, _find_lost_timers.
@@ -93,6 +93,24 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION ordertimeout._scan_window()
+RETURNS interval
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT interval '2 seconds'
+$$;
+
+CREATE FUNCTION ordertimeout._full_look_every()
+RETURNS interval
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT interval '1 second'
+$$;
+
 CREATE FUNCTION ordertimeout._scan_from(at timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -100,9 +118,9 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT _scan_from.at - interval '2 seconds'
+    RETURN (SELECT _scan_from.at - ordertimeout._scan_window()
               FROM ordertimeout.scan_state AS s
-             WHERE s.scanned_at > _scan_from.at - interval '1 second'
+             WHERE s.scanned_at > _scan_from.at - ordertimeout._full_look_every()
                AND s.scanned_at <= _scan_from.at
                AND NOT s.backlog);
 END
@@ -199,10 +217,10 @@ BEGIN
                         WHERE t.due_at >= v_scan_from
                         ORDER BY t.due_at LIMIT 1);
         END IF;
-        IF v_next IS NULL OR v_next > v_now + interval '1 second' THEN
+        IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
             v_next := ordertimeout.next_due();
             IF v_next < v_scan_from THEN
-                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + interval '1 second';
+                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + ordertimeout._full_look_every();
             END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);
@@ -301,8 +319,10 @@ BEGIN
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    -- Full: every row the batch could take was taken (timer rows, lost
+    -- timers, malformed rows set aside), a backlog.
     v_full := cardinality(v_ids) + v_malformed >= sweep_due.max;
-    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
+    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, v_full);
     IF cardinality(v_deferred) > 0 THEN
         SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
                coalesce(array_agg(t.cause ORDER BY t.n), '{}')
@@ -329,10 +349,10 @@ BEGIN
     -- transaction is not recorded: the next sweep, a millisecond later,
     -- looks at every row again rather than a second later.
     v_record := v_full OR v_scan_from IS NULL;
-    IF v_record AND NOT v_full AND cardinality(v_deferred) > 0 THEN
+    IF v_record AND cardinality(v_deferred) > 0 THEN
         v_record := NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
                                  WHERE o.order_id = ANY (v_deferred)
-                                   AND o.cancel_at < v_now - interval '2 seconds');
+                                   AND o.cancel_at < v_now - ordertimeout._scan_window());
     END IF;
     IF v_record THEN
         PERFORM ordertimeout._record_scan(v_now, v_full);
@@ -353,6 +373,8 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
     'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';
 
 REVOKE ALL ON FUNCTION ordertimeout._claim_due_timers(integer, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._scan_window() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._full_look_every() FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._scan_from(timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._record_scan(timestamptz, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._find_lost_timers(integer, timestamptz, bigint[], timestamptz) FROM PUBLIC;

@@ -278,6 +278,29 @@ BEGIN
 END
 $$;
 
+-- The sweep's window (_scan_from): a sweep that does not look at every due
+-- row looks at those due in the last _scan_window(), and a sweep looks at
+-- every due row at least every _full_look_every() while sweeps run. The
+-- window is the longer, so that a row that comes due after a full look stays
+-- in it until the next full look. Inlined.
+CREATE FUNCTION ordertimeout._scan_window()
+RETURNS interval
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT interval '2 seconds'
+$$;
+
+CREATE FUNCTION ordertimeout._full_look_every()
+RETURNS interval
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT interval '1 second'
+$$;
+
 -- Where a sweep starts looking for due rows. Deleted timer rows leave their
 -- entries in River's fetch index until a VACUUM of river_job, and those of
 -- every order cancelled or paid since then lie before the first live due
@@ -300,6 +323,7 @@ $$;
 -- thus found by the next full look, within about a second (plan_sleep wakes
 -- the sweepers for it); a full look that had to leave such a row to another
 -- transaction is not recorded, so the next sweep looks again.
+-- The two lengths are _scan_window and _full_look_every.
 CREATE FUNCTION ordertimeout._scan_from(at timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -307,9 +331,9 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT _scan_from.at - interval '2 seconds'
+    RETURN (SELECT _scan_from.at - ordertimeout._scan_window()
               FROM ordertimeout.scan_state AS s
-             WHERE s.scanned_at > _scan_from.at - interval '1 second'
+             WHERE s.scanned_at > _scan_from.at - ordertimeout._full_look_every()
                AND s.scanned_at <= _scan_from.at
                AND NOT s.backlog);
 END

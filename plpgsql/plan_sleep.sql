@@ -39,10 +39,10 @@ BEGIN
                         WHERE t.due_at >= v_scan_from
                         ORDER BY t.due_at LIMIT 1);
         END IF;
-        IF v_next IS NULL OR v_next > v_now + interval '1 second' THEN
+        IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
             v_next := ordertimeout.next_due();
             IF v_next < v_scan_from THEN
-                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + interval '1 second';
+                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + ordertimeout._full_look_every();
             END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);

@@ -100,8 +100,10 @@ BEGIN
     v_ids := v_ids || v_lost_ids;
     v_versions := v_versions || v_lost_vers;
     v_causes := array_fill('timeout'::text, ARRAY[v_timers]) || array_fill('sweep'::text, ARRAY[cardinality(v_lost_ids)]);
+    -- Full: every row the batch could take was taken (timer rows, lost
+    -- timers, malformed rows set aside), a backlog.
     v_full := cardinality(v_ids) + v_malformed >= sweep_due.max;
-    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, cardinality(v_ids) >= sweep_due.max);
+    v_deferred := ordertimeout._lock_sweep_batch(v_ids, v_versions, v_full);
     IF cardinality(v_deferred) > 0 THEN
         SELECT coalesce(array_agg(t.order_id ORDER BY t.n), '{}'), coalesce(array_agg(t.version ORDER BY t.n), '{}'),
                coalesce(array_agg(t.cause ORDER BY t.n), '{}')
@@ -128,10 +130,10 @@ BEGIN
     -- transaction is not recorded: the next sweep, a millisecond later,
     -- looks at every row again rather than a second later.
     v_record := v_full OR v_scan_from IS NULL;
-    IF v_record AND NOT v_full AND cardinality(v_deferred) > 0 THEN
+    IF v_record AND cardinality(v_deferred) > 0 THEN
         v_record := NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
                                  WHERE o.order_id = ANY (v_deferred)
-                                   AND o.cancel_at < v_now - interval '2 seconds');
+                                   AND o.cancel_at < v_now - ordertimeout._scan_window());
     END IF;
     IF v_record THEN
         PERFORM ordertimeout._record_scan(v_now, v_full);
