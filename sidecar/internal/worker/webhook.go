@@ -69,9 +69,10 @@ const (
 
 // WebhookWorker POSTs one webhook, signed with the header of package
 // webhook. Any answer but 2xx is an error, and River retries with its backoff
-// (at least once delivery); so is a delivery that the job's timeout ended. A redirect is never followed: it is a failed
-// delivery, and its Location never sees the body or the signature. A reminder is sent only if the order is still
-// PENDING at the version it was made for.
+// (at least once delivery); so is a delivery that the job's timeout ended. A
+// redirect is never followed: it is a failed delivery, and its Location never
+// sees the body or the signature. A reminder is sent only if the order is
+// still PENDING at the version it was made for.
 type WebhookWorker struct {
 	river.WorkerDefaults[WebhookArgs]
 	*Deps

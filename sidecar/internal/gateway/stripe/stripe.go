@@ -29,8 +29,9 @@
 //     in minor units (for a payment that succeeded, only the amount Stripe
 //     took: a conflict's refund is the whole payment; another amount is
 //     gateway.ErrBadRequest), with the idempotency key as Stripe's
-//     Idempotency-Key (Stripe keeps keys 24 hours; after that, a refund already made is
-//     found by its metadata idempotency_key instead of being made twice).
+//     Idempotency-Key (Stripe keeps keys 24 hours; after that, a refund
+//     already made is found by its metadata idempotency_key instead of
+//     being made twice).
 //   - Payments: lists the succeeded, captured charges (payments, of the
 //     amount captured) and refunds created
 //     since a moment (a charge is created when the buyer pays), each named
