@@ -20,11 +20,12 @@
 -- 216. A sweep now looks at the rows due in the last 2 seconds, and at every
 -- due row when the last sweep that did is a second old or more, when that one
 -- came back full (a backlog of timer rows or of lost timers), when it lies in
--- the future (the clock was set back), or when nothing is recorded. A full
--- look that left an order due before the window to another transaction is not
--- recorded. plan_sleep looks at every timer row when the last 2 seconds give
--- no deadline within a second, and wakes the sweepers for the next full look
--- when only such a look can take the earliest row. The record is a new
+-- the future (the clock was set back), or when nothing is recorded, and when
+-- the last 2 seconds hold no timer row (a call that claims nothing means
+-- nothing it could take is due). A full look that left an order due before the
+-- window to another transaction is not recorded. plan_sleep looks at every
+-- timer row when the last 2 seconds give no deadline within a second. The
+-- record is a new
 -- unlogged table, scan_state, apart from sweep_state, so that plan_sleep never
 -- waits for a sweep.
 

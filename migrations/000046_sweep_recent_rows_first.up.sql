@@ -20,11 +20,12 @@
 -- 216. A sweep now looks at the rows due in the last 2 seconds, and at every
 -- due row when the last sweep that did is a second old or more, when that one
 -- came back full (a backlog of timer rows or of lost timers), when it lies in
--- the future (the clock was set back), or when nothing is recorded. A full
--- look that left an order due before the window to another transaction is not
--- recorded. plan_sleep looks at every timer row when the last 2 seconds give
--- no deadline within a second, and wakes the sweepers for the next full look
--- when only such a look can take the earliest row. The record is a new
+-- the future (the clock was set back), or when nothing is recorded, and when
+-- the last 2 seconds hold no timer row (a call that claims nothing means
+-- nothing it could take is due). A full look that left an order due before the
+-- window to another transaction is not recorded. plan_sleep looks at every
+-- timer row when the last 2 seconds give no deadline within a second. The
+-- record is a new
 -- unlogged table, scan_state, apart from sweep_state, so that plan_sleep never
 -- waits for a sweep.
 --
@@ -204,10 +205,8 @@ BEGIN
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
-    -- second is always planned from them all. A row due before the window
-    -- is taken only by the next full look, a second after the last one:
-    -- the sweepers wake for that, not at once (they would sweep the window
-    -- in vain, every few milliseconds, until then).
+    -- second is always planned from them all (a row due before the window
+    -- is then due now: a sweep whose window is empty looks at every row).
     IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
     ELSE
@@ -219,9 +218,6 @@ BEGIN
         END IF;
         IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
             v_next := ordertimeout.next_due();
-            IF v_next < v_scan_from THEN
-                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + ordertimeout._full_look_every();
-            END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);
     END IF;
@@ -284,11 +280,20 @@ BEGIN
     END IF;
 
     -- 1. Claim the due timer rows (malformed ones are set aside): those due
-    -- in the last seconds, or every one (_scan_from).
+    -- in the last seconds, or every one (_scan_from). When the last seconds
+    -- hold none, every due row is looked at: a call that claims nothing
+    -- means that nothing it could take is due, which callers that sweep
+    -- until a call comes back empty rely on.
     v_scan_from := ordertimeout._scan_from(v_now);
     SELECT c.job_ids, c.order_ids, c.versions, c.malformed
     INTO v_job_ids, v_ids, v_versions, v_malformed
     FROM ordertimeout._claim_due_timers(sweep_due.max, v_now, v_scan_from) AS c;
+    IF v_scan_from IS NOT NULL AND cardinality(v_job_ids) + v_malformed = 0 THEN
+        v_scan_from := NULL;
+        SELECT c.job_ids, c.order_ids, c.versions, c.malformed
+        INTO v_job_ids, v_ids, v_versions, v_malformed
+        FROM ordertimeout._claim_due_timers(sweep_due.max, v_now, NULL) AS c;
+    END IF;
     v_timers := cardinality(v_job_ids);
     IF v_timers >= 100 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),

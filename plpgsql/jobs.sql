@@ -315,13 +315,16 @@ $$;
 -- second old or more, or came back full (a backlog, of timer rows or of
 -- lost timers), or when nothing is recorded (a fresh or crashed scan_state),
 -- or when the record is in the future (the database's clock was set back:
--- the window must not last until it catches up). A sweep that finds nothing
--- in those 2 seconds does not look further: with several sidecars, all but
--- one of those woken for the same deadline find nothing. A row due more than
--- 2 seconds ago that the last full look did not take (another transaction
--- held it, or _back_to_pending put its order back past its deadline) is
--- thus found by the next full look, within about a second (plan_sleep wakes
--- the sweepers for it); a full look that had to leave such a row to another
+-- the window must not last until it catches up). A sweep that finds no
+-- timer row in those 2 seconds looks at every due row (sweep_due), so that
+-- a call that claims nothing means nothing it could take is due: callers
+-- that sweep until a call comes back empty (run_sweeper, a drain by hand)
+-- rely on it. The price: with several sidecars, those woken for a deadline
+-- that another took look at every row. A row due more than 2 seconds ago
+-- that the last full look did not take (another transaction held it, or
+-- _back_to_pending put its order back past its deadline) is thus found by
+-- the next sweep whose window is empty, or by the next full look, within
+-- about a second; a full look that had to leave such a row to another
 -- transaction is not recorded, so the next sweep looks again.
 -- The two lengths are _scan_window and _full_look_every.
 CREATE FUNCTION ordertimeout._scan_from(at timestamptz)

@@ -26,10 +26,8 @@ BEGIN
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
-    -- second is always planned from them all. A row due before the window
-    -- is taken only by the next full look, a second after the last one:
-    -- the sweepers wake for that, not at once (they would sweep the window
-    -- in vain, every few milliseconds, until then).
+    -- second is always planned from them all (a row due before the window
+    -- is then due now: a sweep whose window is empty looks at every row).
     IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
     ELSE
@@ -41,9 +39,6 @@ BEGIN
         END IF;
         IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
             v_next := ordertimeout.next_due();
-            IF v_next < v_scan_from THEN
-                v_next := (SELECT s.scanned_at FROM ordertimeout.scan_state AS s) + ordertimeout._full_look_every();
-            END IF;
         END IF;
         v_wake := least(v_next, v_now + plan_sleep.max_sleep);
     END IF;

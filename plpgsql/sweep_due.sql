@@ -65,11 +65,20 @@ BEGIN
     END IF;
 
     -- 1. Claim the due timer rows (malformed ones are set aside): those due
-    -- in the last seconds, or every one (_scan_from).
+    -- in the last seconds, or every one (_scan_from). When the last seconds
+    -- hold none, every due row is looked at: a call that claims nothing
+    -- means that nothing it could take is due, which callers that sweep
+    -- until a call comes back empty rely on.
     v_scan_from := ordertimeout._scan_from(v_now);
     SELECT c.job_ids, c.order_ids, c.versions, c.malformed
     INTO v_job_ids, v_ids, v_versions, v_malformed
     FROM ordertimeout._claim_due_timers(sweep_due.max, v_now, v_scan_from) AS c;
+    IF v_scan_from IS NOT NULL AND cardinality(v_job_ids) + v_malformed = 0 THEN
+        v_scan_from := NULL;
+        SELECT c.job_ids, c.order_ids, c.versions, c.malformed
+        INTO v_job_ids, v_ids, v_versions, v_malformed
+        FROM ordertimeout._claim_due_timers(sweep_due.max, v_now, NULL) AS c;
+    END IF;
     v_timers := cardinality(v_job_ids);
     IF v_timers >= 100 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
