@@ -353,7 +353,9 @@ BEGIN
 END
 $$;
 
--- Validates create_order's options; returns them as given (NULL counts as {}).
+-- Validates create_order's options; returns them as given (NULL counts as {}),
+-- but for points, which become the integer they stand for: 100.0 is 100, as
+-- an item's qty 2.0 is 2 (it was accepted here, then refused with 22P02).
 CREATE FUNCTION ordertimeout._normalize_options(options jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -419,6 +421,9 @@ BEGIN
                                  OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
         RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', options -> 'precheck'
             USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points' THEN
+        options := jsonb_set(options, '{points}', to_jsonb((options ->> 'points')::numeric::bigint));
     END IF;
     RETURN options;
 END

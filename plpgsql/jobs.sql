@@ -345,7 +345,11 @@ $$;
 -- Records a sweep's full look (or a full batch) for _scan_from, without
 -- waiting: when another sweep holds scan_state (its own record, until its
 -- commit), this one is not recorded, and the next sweep simply looks at
--- every row again. After a crash scan_state is empty: the row is inserted.
+-- every row again. After a crash scan_state is empty: the row is inserted,
+-- by one sweep only. The others would wait on its uncommitted row in the
+-- insert (ON CONFLICT waits for the inserting transaction, SKIP LOCKED or
+-- not): the inserter holds the advisory lock (28532, 2) to its commit, and a
+-- sweep that cannot take it at once is not recorded.
 CREATE FUNCTION ordertimeout._record_scan(at timestamptz, backlog boolean)
 RETURNS void
 LANGUAGE plpgsql
@@ -360,7 +364,8 @@ BEGIN
     WHERE s.singleton = l.singleton;
     -- Only when the row is missing: an insert that meets the row another
     -- sweep has updated and not committed would wait for that sweep.
-    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM ordertimeout.scan_state) THEN
+    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM ordertimeout.scan_state)
+       AND pg_try_advisory_xact_lock(28532, 2) THEN
         INSERT INTO ordertimeout.scan_state AS s (singleton, scanned_at, backlog)
         VALUES (true, _record_scan.at, _record_scan.backlog)
         ON CONFLICT ON CONSTRAINT scan_state_single_row DO NOTHING;

@@ -313,9 +313,13 @@ BEGIN
     order_ids := '{}';
     versions := '{}';
     payment_checks := 0;
+    -- A rescue recorded in the future (the clock was set back) is not a
+    -- recent one: waiting for the clock to catch up would leave lost checks
+    -- unrescued for as long as it was set back.
     PERFORM 1
     FROM ordertimeout.rescue_state AS s
-    WHERE s.rescued_at <= _rescue_lost_checks.at - interval '10 seconds'
+    WHERE (s.rescued_at <= _rescue_lost_checks.at - interval '10 seconds'
+           OR s.rescued_at > _rescue_lost_checks.at)
     FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN;

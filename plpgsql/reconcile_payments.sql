@@ -45,6 +45,7 @@ DECLARE
     v_watermark timestamptz;
     v_refunding boolean;
     v_differs  boolean;
+    v_locked   text[];
 BEGIN
     IF reconcile_payments.transactions IS NULL THEN
         RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
@@ -161,25 +162,40 @@ BEGIN
     END IF;
 
     -- 2. Each gateway transaction against what this database knows.
-    -- First the rows of the orders whose lost callbacks this call may
-    -- confirm, in order_id order, all before any stock row: confirming one
-    -- after the other would take order A, A's stock rows, then order B,
-    -- and deadlock with a confirm_payment of B waiting for A's stock (the
-    -- lock order is order rows, then stock rows).
+    -- Every lock a confirmation may need is taken first, in the lock order
+    -- of every other function (order rows by order_id, then stock rows by
+    -- sku, then points accounts): the rows of the orders whose lost
+    -- callbacks this call may confirm, their stock rows and their points
+    -- accounts. Confirming line by line would take order A, A's stock rows,
+    -- then order B and B's stock rows, and deadlock with a confirm_payment
+    -- of B waiting for A's stock, or with a create_order that holds B's sku
+    -- and waits for one of A's. (The stock of an order whose line turns out
+    -- a conflict stays locked for nothing until the commit.)
     -- Each row knows whether the call also lists its payment refunded
     -- (refunded_too: a window over the rows, not a look per row).
+    SELECT coalesce(array_agg(l.order_id), '{}') INTO v_locked
+    FROM (SELECT o.order_id
+            FROM ordertimeout.orders AS o
+           WHERE o.order_id IN (
+                     SELECT r.value ->> 'order_id'
+                     FROM (SELECT x AS value, bool_or(x ->> 'status' = 'refunded') OVER (PARTITION BY x ->> 'payment_id') AS refunded_too
+                             FROM unnest(v_rows) AS x) AS r
+                     LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r.value ->> 'payment_id'
+                     WHERE r.value ->> 'status' = 'paid'
+                       AND NOT r.refunded_too
+                       AND (p.payment_id IS NULL
+                            OR (p.order_id = r.value ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded'))))
+           ORDER BY o.order_id
+             FOR NO KEY UPDATE) AS l;
     PERFORM 1
-    FROM ordertimeout.orders AS o
-    WHERE o.order_id IN (
-              SELECT r.value ->> 'order_id'
-              FROM (SELECT x AS value, bool_or(x ->> 'status' = 'refunded') OVER (PARTITION BY x ->> 'payment_id') AS refunded_too
-                      FROM unnest(v_rows) AS x) AS r
-              LEFT JOIN ordertimeout.payments AS p ON p.payment_id = r.value ->> 'payment_id'
-              WHERE r.value ->> 'status' = 'paid'
-                AND NOT r.refunded_too
-                AND (p.payment_id IS NULL
-                     OR (p.order_id = r.value ->> 'order_id' AND p.status NOT IN ('confirmed', 'late', 'refunded'))))
-    ORDER BY o.order_id
+    FROM ordertimeout.stock AS s
+    WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_locked))
+    ORDER BY s.sku
+    FOR NO KEY UPDATE;
+    PERFORM 1
+    FROM ordertimeout.points_accounts AS a
+    WHERE a.account_id IN (SELECT o.points_account FROM ordertimeout.orders AS o WHERE o.order_id = ANY (v_locked))
+    ORDER BY a.account_id
     FOR NO KEY UPDATE;
 
     FOR v_row IN SELECT r.value, r.refunded_too

@@ -78,3 +78,72 @@ func TestReconcileDoesNotDeadlockWithAPayment(t *testing.T) {
 	require.Equal(t, "PAID", status(ctx, t, pool, "rA"))
 	require.Equal(t, "PAID", status(ctx, t, pool, "rB"))
 }
+
+// TestReconcileDoesNotDeadlockWithACreate: reconcile_payments confirmed its
+// lost callbacks line by line, each taking its order's stock rows in sku
+// order, but the rows of two orders not in sku order: A's Z, then B's Y. A
+// create_order of Y and Z, taking Y and waiting for Z, then deadlocked with
+// it (40P01), and the buyer's checkout was the one that failed. reconcile
+// now locks every stock row its confirmations may need, in sku order,
+// before the first one.
+//
+// The interleaving is built: a transaction holds Z; reconcile queues on it
+// (before: confirming A; now: locking the stock up front), then create_order
+// queues behind one of them; the holder commits.
+func TestReconcileDoesNotDeadlockWithACreate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	for _, sql := range []string{
+		`SELECT ordertimeout.put_stock('Y', 100)`,
+		`SELECT ordertimeout.put_stock('Z', 100)`,
+		`SELECT ordertimeout.create_order('cA', '[{"sku":"Z","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+		`SELECT ordertimeout.create_order('cB', '[{"sku":"Y","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	holder, creator, reconciler := connect(ctx, t, url), connect(ctx, t, url), connect(ctx, t, url)
+	var creatorPID, reconcilerPID int
+	require.NoError(t, creator.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&creatorPID))
+	require.NoError(t, reconciler.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&reconcilerPID))
+	waiting := `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`
+
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'Z' FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+
+	reconciled := make(chan error, 1)
+	go func() {
+		rows, err := reconciler.Query(ctx, `SELECT outcome FROM ordertimeout.reconcile_payments($1::jsonb,
+			now() - interval '1 hour', now() + interval '1 hour', false)`,
+			`[{"payment_id":"cA-gw","order_id":"cA","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"},
+			  {"payment_id":"cB-gw","order_id":"cB","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}]`)
+		if err == nil {
+			for rows.Next() {
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		reconciled <- err
+	}()
+	require.NoError(t, waitFor(ctx, pool, waiting, reconcilerPID))
+
+	created := make(chan error, 1)
+	go func() {
+		_, err := creator.Exec(ctx, `SELECT ordertimeout.create_order('cC', '[{"sku":"Y","qty":1},{"sku":"Z","qty":1}]')`)
+		created <- err
+	}()
+	require.NoError(t, waitFor(ctx, pool, waiting, creatorPID))
+	require.NoError(t, tx.Commit(ctx))
+
+	errRec, errCreate := <-reconciled, <-created
+	require.NoError(t, errRec, "reconcile_payments")
+	require.NoError(t, errCreate, "create_order")
+	require.Equal(t, "PAID", status(ctx, t, pool, "cA"))
+	require.Equal(t, "PAID", status(ctx, t, pool, "cB"))
+	require.Equal(t, "PENDING", status(ctx, t, pool, "cC"))
+}

@@ -98,3 +98,46 @@ func TestPlanSleepDoesNotWaitForAnOpenSweep(t *testing.T) {
 	_, err = conn.Exec(ctx, `RESET lock_timeout`)
 	require.NoError(t, err)
 }
+
+// After a crash scan_state is empty (it is unlogged), and the first sweep to
+// record a full look inserts its row. The others used to insert too, and an
+// insert that meets an uncommitted row waits for its transaction, SKIP
+// LOCKED or not: a sweep left open in a transaction then stopped every
+// other sweep, which held its batch's stock rows while it waited. Only the
+// sweep holding the advisory lock (28532, 2) inserts; the others are not
+// recorded.
+func TestSweepDoesNotWaitForAnOpenSweepsFirstRecord(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := scanSetup(t, ctx)
+	_, err := pool.Exec(ctx, `DELETE FROM ordertimeout.scan_state`)
+	require.NoError(t, err, "as after a crash")
+
+	open, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer open.Rollback(ctx) //nolint:errcheck // the transaction is left open on purpose
+	var cancelled int
+	require.NoError(t, open.QueryRow(ctx, `SELECT cancelled FROM ordertimeout.sweep_due()`).Scan(&cancelled))
+	require.Equal(t, 1, cancelled)
+	var inserted bool
+	require.NoError(t, open.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ordertimeout.scan_state)`).Scan(&inserted))
+	require.True(t, inserted, "the open sweep inserted the record of its full look")
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET lock_timeout = '500ms'`)
+	require.NoError(t, err)
+	var claimed int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT claimed FROM ordertimeout.sweep_due()`).Scan(&claimed),
+		"a second sweep must not wait for the open sweep's insert")
+	require.Zero(t, claimed)
+	_, err = conn.Exec(ctx, `RESET lock_timeout`)
+	require.NoError(t, err)
+
+	require.NoError(t, open.Commit(ctx))
+	var recorded bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) = 1 FROM ordertimeout.scan_state`).Scan(&recorded))
+	require.True(t, recorded, "one record, the open sweep's")
+}

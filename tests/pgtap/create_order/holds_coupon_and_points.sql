@@ -2,7 +2,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(6);
+SELECT plan(8);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 INSERT INTO ordertimeout.points_accounts (account_id, balance) VALUES ('acct', 1000);
@@ -33,6 +33,16 @@ SELECT results_eq(
 SELECT ordertimeout.create_order('o2', '[{"sku": "A", "qty": 1}]', NULL, '{"points_account": "acct", "points": 700}');
 SELECT is((SELECT held FROM ordertimeout.points_accounts WHERE account_id = 'acct'), 1000::bigint,
           'all free points may be held');
+
+-- Points written with decimals are the integer they stand for, as an item's
+-- qty 2.0 is 2 (they were validated, then refused with 22P02).
+INSERT INTO ordertimeout.points_accounts (account_id, balance) VALUES ('acct2', 1000);
+SELECT is((SELECT points FROM ordertimeout.create_order('o3', '[{"sku": "A", "qty": 1}]', NULL,
+              '{"points_account": "acct2", "points": 100.0}')),
+          100::bigint, 'points 100.0 hold 100 points');
+SELECT is((SELECT (points, created) FROM ordertimeout.create_order('o3', '[{"sku": "A", "qty": 1}]', NULL,
+              '{"points_account": "acct2", "points": 100}')),
+          ROW(100::bigint, false), 'and the same order with points 100 is a repeat of it');
 
 SELECT * FROM finish();
 ROLLBACK;

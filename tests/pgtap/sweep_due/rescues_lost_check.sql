@@ -6,7 +6,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(8);
+SELECT plan(10);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', NULL, '{"precheck": "always"}');
@@ -35,6 +35,15 @@ SELECT is((SELECT count(*)::integer FROM ordertimeout.orders AS o
     2, 'each order points to a live check job again');
 SELECT cmp_ok((SELECT rescued_at FROM ordertimeout.rescue_state), '>', '-infinity'::timestamptz,
     'the rescue records when it ran');
+
+-- A rescue recorded in the future (the clock was set back) is not a recent
+-- one: the next sweep rescues, rather than waiting for the clock.
+DELETE FROM public.river_job WHERE kind = 'ordertimeout_precancel_check' AND args ->> 'order_id' = 'o2';
+UPDATE ordertimeout.rescue_state SET rescued_at = clock_timestamp() + interval '1 hour';
+SELECT results_eq($$SELECT caught_by_sweep, checks FROM ordertimeout.sweep_due()$$, $$VALUES (1, 1)$$,
+    'a rescue recorded an hour ahead: the lost check is caught at once');
+SELECT cmp_ok((SELECT rescued_at FROM ordertimeout.rescue_state), '<=', clock_timestamp(),
+    'and the rescue is recorded at the database''s now');
 
 -- With policy never, a lost check ends in a cancel.
 UPDATE ordertimeout.orders SET precheck = 'never' WHERE order_id = 'o1';
