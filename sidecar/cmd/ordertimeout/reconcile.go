@@ -41,7 +41,7 @@ covers, or to the first to the last time of a CSV file.
 Prints the count of each outcome, then the rows that need a person (the
 conflicts found, amount_differs, refund_unknown, unknown_order, other_order,
 missing_at_gateway). Exit status: 0 nothing needs a person, 2 some rows do
-(the file was applied), 1 an error (nothing was applied).`
+(the file was applied, unless --dry-run), 1 an error (nothing was applied).`
 
 // errNeedsPerson makes the command exit 2: applied, but rows need a person.
 var errNeedsPerson = errors.New("reconcile: rows need a person (see the report)")
