@@ -399,6 +399,48 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.Equal(t, latest, version())
 }
 
+// migrate down N with N larger than the applied migrations, down N --all and
+// force of a version no migration has are refused before anything runs:
+// golang-migrate's Steps(-N) rolled back every applied migration before it
+// reported the shortfall, and Force records any number.
+func TestMigrateRefusesWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	latest, _ := migrationVersions(t)
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	version := func() int {
+		var v int
+		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
+		return v
+	}
+
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest + 1), "--database-url", url}),
+		"nothing was rolled back")
+	require.Equal(t, latest, version(), "down more than applied rolls back nothing")
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", "2", "--all", "--database-url", url}), "not both")
+	require.Equal(t, latest, version(), "down N --all rolls back nothing")
+
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "force", strconv.Itoa(latest + 1), "--database-url", url}),
+		fmt.Sprintf("1 to %d", latest))
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "force", "1000", "--database-url", url}), "no migration has version 1000")
+	require.Equal(t, latest, version(), "force of a version no migration has records nothing")
+	require.NoError(t, realMain(ctx, []string{"migrate", "force", strconv.Itoa(latest), "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+
+	// Down exactly what is applied still works (from a lower version, so
+	// that the count is of the applied ones, not of every migration).
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 9), "--database-url", url}))
+	require.Equal(t, 9, version())
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", "10", "--database-url", url}), "9 migrations are applied")
+	require.Equal(t, 9, version())
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "9", "--database-url", url}))
+	require.Zero(t, count(t, db, "SELECT count(*) FROM schema_migrations"), "down what is applied rolls back all of it")
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, latest, version())
+}
+
 // A payment confirmed while a deploy runs its migrations is not lost to a
 // function the migration replaced: migration 000023 drops _consume(text,
 // timestamptz) for a version with two more arguments, and a confirm_payment of

@@ -16,14 +16,15 @@ Applies the migrations embedded in the binary (River's tables, then the
 ordertimeout schema) with golang-migrate.
 
   up         apply every migration not yet applied
-  down N     roll back the last N migrations
+  down N     roll back the last N migrations; refused, rolling back nothing,
+             if fewer than N are applied
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
   version    print the applied version (and "dirty" after a failed migration)
-  force N    record version N as applied and clean, running nothing: after a
-             migration failed (its transaction rolled back, and only the
-             dirty mark stays), force the version before it, fix what its
-             error names, and run up again`
+  force N    record version N (0, or a migration's) as applied and clean,
+             running nothing: after a migration failed (its transaction
+             rolled back, and only the dirty mark stays), force the version
+             before it, fix what its error names, and run up again`
 
 func migrateCmd(ctx context.Context, args []string) error {
 	var (
@@ -90,6 +91,9 @@ func migrateCmd(ctx context.Context, args []string) error {
 	case "down":
 		if steps == 0 && !all {
 			return errors.New("migrate down: give a number of migrations, or --all to roll back everything (drops all data)")
+		}
+		if steps > 0 && all {
+			return fmt.Errorf("migrate down: give a number of migrations (%d) or --all, not both; nothing was rolled back", steps)
 		}
 		changed, err := m.Down(steps)
 		if err != nil {

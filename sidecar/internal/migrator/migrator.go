@@ -3,10 +3,14 @@ package migrator
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 )
@@ -57,7 +61,10 @@ func (g *Migrator) Up() (changed bool, err error) {
 }
 
 // Down rolls back steps migrations, or every migration when steps is 0
-// (which removes ordertimeout and River's tables with all their data).
+// (which removes ordertimeout and River's tables with all their data). It
+// refuses, before anything runs, a dirty database and more steps than there
+// are applied migrations: golang-migrate would roll back every applied one
+// and only then report the shortfall.
 func (g *Migrator) Down(steps int) (changed bool, err error) {
 	if steps < 0 {
 		return false, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
@@ -65,6 +72,9 @@ func (g *Migrator) Down(steps int) (changed bool, err error) {
 	if steps == 0 {
 		err = g.m.Down()
 	} else {
+		if err := g.checkDown(steps); err != nil {
+			return false, err
+		}
 		err = g.m.Steps(-steps)
 	}
 	if errors.Is(err, migrate.ErrNoChange) {
@@ -76,18 +86,94 @@ func (g *Migrator) Down(steps int) (changed bool, err error) {
 	return true, nil
 }
 
+// checkDown refuses to roll back steps migrations when the database is dirty
+// or fewer than steps migrations are applied.
+func (g *Migrator) checkDown(steps int) error {
+	current, dirty, err := g.Version()
+	if err != nil {
+		return err
+	}
+	if dirty {
+		return fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
+	}
+	versions, err := Versions()
+	if err != nil {
+		return err
+	}
+	applied := 0
+	for _, v := range versions {
+		if v <= current {
+			applied++
+		}
+	}
+	if steps > applied {
+		return fmt.Errorf("migrate down: %d migrations are applied (version %d), fewer than %d; nothing was rolled back (down --all rolls back every migration, dropping all data)",
+			applied, current, steps)
+	}
+	return nil
+}
+
 // Force records version as applied and clean, without running anything: for
 // a database that a failed migration left dirty. PostgreSQL runs each
 // migration file in one transaction, so a failed one changed nothing but the
-// dirty mark, and the version to force is the one before it.
+// dirty mark, and the version to force is the one before it. Version must be
+// 0 (none applied) or a migration's.
 func (g *Migrator) Force(version int) error {
 	if version < 0 {
 		return fmt.Errorf("migrate force: version must not be negative, got %d", version)
+	}
+	if version > 0 {
+		versions, err := Versions()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(versions, uint(version)) {
+			return fmt.Errorf("migrate force: no migration has version %d: give one of %s, or 0 for none; nothing was recorded",
+				version, ranges(versions))
+		}
 	}
 	if err := g.m.Force(version); err != nil {
 		return fmt.Errorf("migrate force %d: %w", version, err)
 	}
 	return nil
+}
+
+// Versions returns the versions of the embedded migrations, ascending.
+func Versions() ([]uint, error) {
+	source, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	defer source.Close()
+	var versions []uint
+	v, err := source.First()
+	for err == nil {
+		versions = append(versions, v)
+		v, err = source.Next(v)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("list embedded migrations: %w", err)
+	}
+	return versions, nil
+}
+
+// ranges writes ascending versions as runs: "1 to 46", or "1 to 8, 10 to 46"
+// if 9 were missing.
+func ranges(versions []uint) string {
+	var runs []string
+	for i := 0; i < len(versions); {
+		j := i
+		for j+1 < len(versions) && versions[j+1] == versions[j]+1 {
+			j++
+		}
+		if i == j {
+			runs = append(runs, strconv.FormatUint(uint64(versions[i]), 10))
+		} else {
+			runs = append(runs, fmt.Sprintf("%d to %d", versions[i], versions[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(runs, ", ")
 }
 
 // Version returns the applied version (0 when none) and whether a failed
