@@ -303,8 +303,13 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, reader)
 	if err != nil {
-		return fmt.Errorf("build request %s %s: %w", method, target, err)
+		return fmt.Errorf("build request %s %s: %w", method, path, withoutURL(err))
 	}
+	// BaseURL's userinfo goes out as basic auth, but errors go to the logs
+	// and to River's errors of the job: they name the gateway without it.
+	shown := *req.URL
+	shown.User = nil
+	target = shown.String()
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -319,7 +324,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		// Refused, reset, timed out: nothing was learnt, ask again later.
-		return fmt.Errorf("%s %s: %w: %w", method, target, ErrUnavailable, err)
+		return fmt.Errorf("%s %s: %w: %w", method, target, ErrUnavailable, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
@@ -341,6 +346,16 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		return fmt.Errorf("%s %s: %v: answer %s: %w", method, target, err, snippet(data), ErrBadAnswer)
 	}
 	return nil
+}
+
+// withoutURL returns the error inside a *url.Error, which quotes the whole
+// URL (net/http hides only the password, not the user).
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 func result(err error) string {

@@ -337,3 +337,46 @@ func TestOrderIDsAreEscapedInPaths(t *testing.T) {
 	require.Equal(t, "..", st.OrderID)
 	require.Equal(t, gateway.StatusPaid, st.Status)
 }
+
+// A password in the gateway URL is sent as HTTP basic auth, but no error
+// quotes it (errors go to the logs and to River's errors of the job): an
+// error names the gateway by scheme, host and path.
+func TestErrorsHideTheURLsUserinfo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var gotUser, gotPassword atomic.Value
+	for name, tc := range map[string]struct {
+		code int
+		want error
+	}{
+		"unavailable": {http.StatusServiceUnavailable, gateway.ErrUnavailable},
+		"bad answer":  {http.StatusNotFound, gateway.ErrBadAnswer},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				user, password, _ := r.BasicAuth()
+				gotUser.Store(user)
+				gotPassword.Store(password)
+				w.WriteHeader(tc.code)
+			}))
+			defer srv.Close()
+			base := strings.Replace(srv.URL, "http://", "http://merchant:S3cretPass@", 1) + "/pay/"
+			c := &gateway.Client{BaseURL: base, Retries: gateway.NoRetries}
+			_, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
+			require.ErrorIs(t, err, tc.want)
+			require.Equal(t, "merchant", gotUser.Load(), "the userinfo is still sent as basic auth")
+			require.Equal(t, "S3cretPass", gotPassword.Load())
+			require.NotContains(t, err.Error(), "S3cretPass")
+			require.NotContains(t, err.Error(), "merchant")
+			require.Contains(t, err.Error(), "GET "+srv.URL+"/pay/v1/orders/A1")
+		})
+	}
+	// A gateway that cannot be reached: net/http's error quotes the URL.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	c := &gateway.Client{BaseURL: strings.Replace(srv.URL, "http://", "http://merchant:S3cretPass@", 1), Retries: gateway.NoRetries}
+	_, err := c.Order(ctx, gateway.Ref{OrderID: "A1"})
+	require.ErrorIs(t, err, gateway.ErrUnavailable)
+	require.NotContains(t, err.Error(), "S3cretPass")
+	require.NotContains(t, err.Error(), "merchant")
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,9 +256,21 @@ func (cfg Config) withDefaults() (Config, error) {
 func checkBaseURL(what, raw, flag string) error {
 	u, ok := httpURL(raw)
 	if !ok || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
-		return fmt.Errorf("%s %q must be an absolute http or https URL without a query or fragment (%s)", what, raw, flag)
+		return fmt.Errorf("%s %s must be an absolute http or https URL without a query or fragment (%s)", what, shownURL(raw), flag)
 	}
 	return nil
+}
+
+// shownURL quotes raw for an error without its userinfo (a password in the
+// URL, sent as basic auth, must not reach the logs), or says that it is not a
+// URL at all: url.Parse's own error quotes it whole.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL)"
+	}
+	u.User = nil
+	return strconv.Quote(u.String())
 }
 
 // httpURL parses raw as an absolute http or https URL with a host: what the
@@ -277,7 +290,7 @@ func checkWebhook(cfg Config) error {
 		return nil
 	}
 	if _, ok := httpURL(cfg.WebhookURL); !ok {
-		return fmt.Errorf("webhook URL %q must be an absolute http or https URL (--webhook-url)", cfg.WebhookURL)
+		return fmt.Errorf("webhook URL %s must be an absolute http or https URL (--webhook-url)", shownURL(cfg.WebhookURL))
 	}
 	switch {
 	case cfg.WebhookSecret == "" && !cfg.WebhookUnsigned:

@@ -735,6 +735,17 @@ func TestNewRefusesAGatewayURLItCannotUse(t *testing.T) {
 		_, err = sidecar.New(t.Context(), cfg)
 		require.ErrorContains(t, err, "(--stripe-api-url)", u)
 	}
+	// The error quotes the URL, but not a password in it.
+	for _, u := range []string{"https://merchant:S3cretPass@pay.example.com/?merchant=1", "ftp://merchant:S3cretPass@pay.example.com", "http://merchant:S3cretPass@pay.example.com:x/"} {
+		_, err := sidecar.New(t.Context(), sidecartest.Config("postgres://localhost/x", u, "s1"))
+		require.ErrorContains(t, err, "(--gateway-url)", u)
+		require.NotContains(t, err.Error(), "S3cretPass", u)
+		cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+		cfg.WebhookURL, cfg.WebhookSecret = strings.Replace(u, "https", "ftp", 1), "whsec"
+		_, err = sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "(--webhook-url)", u)
+		require.NotContains(t, err.Error(), "S3cretPass", u)
+	}
 }
 
 // A webhook URL without a secret is refused unless unsigned webhooks are
