@@ -46,7 +46,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.String(&cfg.Name, "name", "", "this sidecar's name; events it causes record actor \"sidecar:<name>\" (default <hostname>-<pid>)")
 	f.String(&cfg.GatewayDriver, "gateway", gateway.DriverHTTP, "gateway driver: http (the JSON contract at --gateway-url) or stripe (Stripe's API, key from --stripe-key-env)")
-	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http): http or https with a host, maybe a path, no query or fragment, e.g. https://pay.example.com")
+	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http): http or https with a host name (and a port from 1 to 65535, if any), maybe a path, no query or fragment, e.g. https://pay.example.com")
 	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")
 	f.String(&cfg.StripeURL, "stripe-api-url", "", "Stripe API base URL (--gateway stripe; default https://api.stripe.com; stripe-mock for tests): http or https, no query or fragment")
 	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, each job snoozing until a token reserved for it")

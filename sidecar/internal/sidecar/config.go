@@ -258,7 +258,24 @@ func checkBaseURL(what, raw, flag string) error {
 	if !ok || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
 		return fmt.Errorf("%s %s must be an absolute http or https URL without a query or fragment (%s)", what, shownURL(raw), flag)
 	}
+	if problem := hostProblem(u); problem != "" {
+		return fmt.Errorf("%s %s %s (%s)", what, shownURL(raw), problem, flag)
+	}
 	return nil
+}
+
+// hostProblem says what makes the host of u one no connection can go to
+// ("http://:80", "http://127.0.0.1:99999"), or "" if nothing does.
+func hostProblem(u *url.URL) string {
+	if u.Hostname() == "" {
+		return "has no host name"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("port must be between 1 and 65535, got %s", p)
+		}
+	}
+	return ""
 }
 
 // shownURL quotes raw for an error without its userinfo (a password in the
@@ -289,8 +306,12 @@ func checkWebhook(cfg Config) error {
 	if cfg.WebhookURL == "" {
 		return nil
 	}
-	if _, ok := httpURL(cfg.WebhookURL); !ok {
+	u, ok := httpURL(cfg.WebhookURL)
+	if !ok {
 		return fmt.Errorf("webhook URL %s must be an absolute http or https URL (--webhook-url)", shownURL(cfg.WebhookURL))
+	}
+	if problem := hostProblem(u); problem != "" {
+		return fmt.Errorf("webhook URL %s %s (--webhook-url)", shownURL(cfg.WebhookURL), problem)
 	}
 	switch {
 	case cfg.WebhookSecret == "" && !cfg.WebhookUnsigned:

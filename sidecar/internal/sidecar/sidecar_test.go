@@ -735,6 +735,24 @@ func TestNewRefusesAGatewayURLItCannotUse(t *testing.T) {
 		_, err = sidecar.New(t.Context(), cfg)
 		require.ErrorContains(t, err, "(--stripe-api-url)", u)
 	}
+	// A host must have a name and a port, if any, must be one a
+	// connection can go to.
+	for u, want := range map[string]string{"http://:80": "has no host name", "http://:80/pay": "has no host name",
+		"http://127.0.0.1:99999": "port must be between 1 and 65535", "https://pay.example.com:0/": "port must be between 1 and 65535"} {
+		_, err := sidecar.New(t.Context(), sidecartest.Config("postgres://localhost/x", u, "s1"))
+		require.ErrorContains(t, err, want, u)
+		require.ErrorContains(t, err, "(--gateway-url)", u)
+		cfg := sidecartest.Config("postgres://localhost/x", "", "s1")
+		cfg.GatewayDriver, cfg.StripeKey, cfg.StripeURL = "stripe", "sk_test_x", u
+		_, err = sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, want, u)
+		require.ErrorContains(t, err, "(--stripe-api-url)", u)
+		cfg = sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+		cfg.WebhookURL, cfg.WebhookSecret = u, "whsec"
+		_, err = sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, want, u)
+		require.ErrorContains(t, err, "(--webhook-url)", u)
+	}
 	// The error quotes the URL, but not a password in it.
 	for _, u := range []string{"https://merchant:S3cretPass@pay.example.com/?merchant=1", "ftp://merchant:S3cretPass@pay.example.com", "http://merchant:S3cretPass@pay.example.com:x/"} {
 		_, err := sidecar.New(t.Context(), sidecartest.Config("postgres://localhost/x", u, "s1"))
