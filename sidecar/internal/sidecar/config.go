@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
 
 // River's fetch settings for queue "ordertimeout". The database inserts most
@@ -75,7 +77,8 @@ type Config struct {
 	StripeKey string
 	StripeURL string
 	// GatewayRate limits calls to the gateway to this many a second, in
-	// bursts of at most GatewayBurst (0: max(1, ceil(rate))). 0: no limit.
+	// bursts of at most GatewayBurst (0: max(1, ceil(rate))). 0: no limit
+	// (and then GatewayBurst must be 0).
 	GatewayRate  float64
 	GatewayBurst int
 
@@ -199,6 +202,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.GatewayRate < 0 || cfg.GatewayBurst < 0 {
 		return Config{}, fmt.Errorf("gateway-rate and gateway-burst must not be negative, got %v and %d", cfg.GatewayRate, cfg.GatewayBurst)
 	}
+	if cfg.GatewayBurst > 0 && cfg.GatewayRate == 0 {
+		return Config{}, fmt.Errorf("--gateway-burst needs --gateway-rate: without a rate there is no limit, and a burst of %d does nothing", cfg.GatewayBurst)
+	}
+	if err := checkNotNegative(cfg); err != nil {
+		return Config{}, err
+	}
 	if err := checkWebhook(cfg); err != nil {
 		return Config{}, err
 	}
@@ -247,6 +256,33 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// checkNotNegative refuses a negative duration, which would mean something
+// its flag's --help does not say: the timers of --conflict-rescan and
+// --reconcile-every off, the defaults of --reconcile-overlap and
+// --reconcile-lookback, no timeout at all for River's --job-timeout.
+func checkNotNegative(cfg Config) error {
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+		zero  string // what 0 means
+	}{
+		{"conflict-rescan", cfg.ConflictRescan, "the default, " + DefaultConflictRescan.String()},
+		{"reconcile-every", cfg.ReconcileEvery, "off"},
+		{"reconcile-overlap", cfg.ReconcileOverlap, "the default, " + worker.DefaultReconcileOverlap.String()},
+		{"reconcile-lookback", cfg.ReconcileLookback, "the default, " + worker.DefaultReconcileLookback.String()},
+		{"shutdown-timeout", cfg.ShutdownTimeout, "the default, " + DefaultShutdownTimeout.String()},
+		{"job-timeout", cfg.JobTimeout, "the default, " + DefaultJobTimeout.String()},
+		{"listen-reconnect", cfg.ListenReconnect, "the default, " + listener.DefaultReconnectDelay.String()},
+		{"fetch-cooldown", cfg.FetchCooldown, "the default, " + DefaultFetchCooldown.String()},
+		{"fetch-poll-interval", cfg.FetchPollInterval, "the default, " + DefaultFetchPollInterval.String()},
+	} {
+		if d.value < 0 {
+			return fmt.Errorf("%s must not be negative (0: %s), got %s (--%s)", d.flag, d.zero, d.value, d.flag)
+		}
+	}
+	return nil
 }
 
 // checkBaseURL refuses a base URL that the gateway calls' paths cannot be

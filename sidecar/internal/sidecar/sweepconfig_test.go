@@ -101,3 +101,38 @@ func TestConfigWarnsOfCallsLongerThanTheJob(t *testing.T) {
 		}
 	}
 }
+
+// A negative duration is refused at start, naming its flag, instead of
+// meaning something its --help does not say: --conflict-rescan and
+// --reconcile-every turned their timer off (only --reconcile-every's 0 is
+// documented to), --reconcile-overlap and --reconcile-lookback became their
+// defaults, --job-timeout reached River as "no timeout". So is
+// --gateway-burst without --gateway-rate, which does nothing.
+func TestNewRefusesNegativeDurations(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		set  func(*sidecar.Config)
+		want string
+	}{
+		{func(c *sidecar.Config) { c.ConflictRescan = -time.Second }, "(--conflict-rescan)"},
+		{func(c *sidecar.Config) { c.ReconcileEvery = -time.Second }, "(--reconcile-every)"},
+		{func(c *sidecar.Config) { c.ReconcileOverlap = -time.Hour }, "(--reconcile-overlap)"},
+		{func(c *sidecar.Config) { c.ReconcileLookback = -time.Hour }, "(--reconcile-lookback)"},
+		{func(c *sidecar.Config) { c.ShutdownTimeout = -time.Second }, "(--shutdown-timeout)"},
+		{func(c *sidecar.Config) { c.JobTimeout = -time.Nanosecond }, "(--job-timeout)"},
+		{func(c *sidecar.Config) { c.ListenReconnect = -time.Second }, "(--listen-reconnect)"},
+		{func(c *sidecar.Config) { c.FetchCooldown = -time.Millisecond }, "(--fetch-cooldown)"},
+		{func(c *sidecar.Config) { c.FetchPollInterval = -time.Millisecond }, "(--fetch-poll-interval)"},
+		{func(c *sidecar.Config) { c.GatewayBurst = 5 }, "--gateway-burst needs --gateway-rate"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+			c.set(&cfg)
+			_, err := sidecar.New(t.Context(), cfg)
+			require.ErrorContains(t, err, c.want)
+			if c.want[0] == '(' {
+				require.ErrorContains(t, err, "must not be negative")
+			}
+		})
+	}
+}
