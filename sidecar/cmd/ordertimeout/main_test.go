@@ -222,6 +222,19 @@ func TestSubcommands(t *testing.T) { // not parallel: it sets the environment
 	require.NoError(t, db.QueryRow(ctx, "SELECT paused FROM ordertimeout.settings").Scan(&paused), "nothing dropped")
 }
 
+// status --window of zero or less is refused, naming the flag: it printed
+// a report of cancel lags over no time at all.
+func TestStatusRefusesAnEmptyWindow(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	for _, w := range []string{"-1h", "0s"} {
+		require.ErrorContains(t, realMain(t.Context(), []string{"status", "--database-url", url, "--window", w}), "(--window)", w)
+	}
+	require.NoError(t, realMain(t.Context(), []string{"status", "--database-url", url, "--window", "1ns"}))
+}
+
 // migrate down N rolls back exactly N migrations and up brings them back;
 // down --all leaves nothing of ordertimeout or River.
 // migrationVersions returns the latest migration's version and how many of

@@ -25,9 +25,12 @@ func statusCmd(ctx context.Context, args []string) error {
 	)
 	f := config.New("status", "ordertimeout status [flags]", statusDescription)
 	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
-	f.Duration(&window, "window", 15*time.Minute, "how far back the cancel lag percentiles look")
+	f.Duration(&window, "window", 15*time.Minute, "how far back the cancel lag percentiles look; more than 0")
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err
+	}
+	if window <= 0 {
+		return fmt.Errorf("status: window must be more than 0, got %s (--window)", window)
 	}
 	if databaseURL == "" {
 		return errors.New("status: database URL is required (--database-url or DATABASE_URL)")
