@@ -31,14 +31,11 @@ func TestPauseWaitsForTheSweepUnderWay(t *testing.T) {
 		`SELECT ordertimeout.create_order('p1', '[{"sku":"B","qty":1}]', interval '1 hour')`,
 		`SELECT ordertimeout.create_order('p2', '[{"sku":"B","qty":1}]', interval '1 hour')`,
 		`SELECT ordertimeout.create_order('p3', '[{"sku":"B","qty":1}]', interval '1 hour')`,
-		`WITH d AS (SELECT clock_timestamp() - interval '1 minute' AS at)
-		 UPDATE ordertimeout.orders SET created_at = d.at - interval '1 second', expire_at = d.at, cancel_at = d.at FROM d`,
-		`UPDATE public.river_job SET scheduled_at = clock_timestamp() - interval '1 minute' WHERE queue = 'ordertimeout_expire'`,
-		`UPDATE ordertimeout.scan_state SET scanned_at = NULL`,
 	} {
 		_, err := pool.Exec(ctx, sql)
 		require.NoError(t, err, sql)
 	}
+	makeAllDue(ctx, t, pool)
 	holder, sweeper, pauser := connect(ctx, t, url), connect(ctx, t, url), connect(ctx, t, url)
 	var sweeperPID, pauserPID int
 	require.NoError(t, sweeper.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&sweeperPID))

@@ -2,7 +2,11 @@ package race_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,20 +58,7 @@ func TestReconcileDoesNotDeadlockWithAPayment(t *testing.T) {
 	}()
 	require.NoError(t, waitFor(ctx, pool, waiting, payerPID))
 
-	reconciled := make(chan error, 1)
-	go func() {
-		rows, err := reconciler.Query(ctx, `SELECT outcome FROM ordertimeout.reconcile_payments($1::jsonb,
-			now() - interval '1 hour', now() + interval '1 hour', false)`,
-			`[{"payment_id":"rA-gw","order_id":"rA","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"},
-			  {"payment_id":"rB-gw","order_id":"rB","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}]`)
-		if err == nil {
-			for rows.Next() {
-			}
-			rows.Close()
-			err = rows.Err()
-		}
-		reconciled <- err
-	}()
+	reconciled := reconcileInBackground(ctx, reconciler, "rA", "rB")
 	// reconcile has confirmed A (its stock row is locked) and waits for B.
 	require.NoError(t, waitFor(ctx, pool, waiting, reconcilerPID))
 	require.NoError(t, tx.Commit(ctx))
@@ -116,20 +107,7 @@ func TestReconcileDoesNotDeadlockWithACreate(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'Z' FOR NO KEY UPDATE`)
 	require.NoError(t, err)
 
-	reconciled := make(chan error, 1)
-	go func() {
-		rows, err := reconciler.Query(ctx, `SELECT outcome FROM ordertimeout.reconcile_payments($1::jsonb,
-			now() - interval '1 hour', now() + interval '1 hour', false)`,
-			`[{"payment_id":"cA-gw","order_id":"cA","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"},
-			  {"payment_id":"cB-gw","order_id":"cB","amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}]`)
-		if err == nil {
-			for rows.Next() {
-			}
-			rows.Close()
-			err = rows.Err()
-		}
-		reconciled <- err
-	}()
+	reconciled := reconcileInBackground(ctx, reconciler, "cA", "cB")
 	require.NoError(t, waitFor(ctx, pool, waiting, reconcilerPID))
 
 	created := make(chan error, 1)
@@ -146,4 +124,29 @@ func TestReconcileDoesNotDeadlockWithACreate(t *testing.T) {
 	require.Equal(t, "PAID", status(ctx, t, pool, "cA"))
 	require.Equal(t, "PAID", status(ctx, t, pool, "cB"))
 	require.Equal(t, "PENDING", status(ctx, t, pool, "cC"))
+}
+
+// reconcileInBackground runs reconcile_payments on conn, in a goroutine, with
+// a paid gateway transaction of 10 EUR (payment <order>-gw) for each order,
+// in that order; the channel gets its error.
+func reconcileInBackground(ctx context.Context, conn *pgx.Conn, orders ...string) <-chan error {
+	var lines []string
+	for _, o := range orders {
+		lines = append(lines, fmt.Sprintf(
+			`{"payment_id":%q,"order_id":%q,"amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}`,
+			o+"-gw", o))
+	}
+	reconciled := make(chan error, 1)
+	go func() {
+		rows, err := conn.Query(ctx, `SELECT outcome FROM ordertimeout.reconcile_payments($1::jsonb,
+			now() - interval '1 hour', now() + interval '1 hour', false)`, "["+strings.Join(lines, ",")+"]")
+		if err == nil {
+			for rows.Next() {
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		reconciled <- err
+	}()
+	return reconciled
 }

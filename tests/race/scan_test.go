@@ -19,6 +19,19 @@ func scanSetup(t *testing.T, ctx context.Context) *pgxpool.Pool {
 		`SELECT ordertimeout.configure(grace => '0')`,
 		`INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10)`,
 		`SELECT ordertimeout.create_order('o', '[{"sku": "A", "qty": 1}]', interval '1 hour')`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	makeAllDue(ctx, t, pool)
+	return pool
+}
+
+// makeAllDue makes every order and timer row due a minute ago, and forgets
+// the sweep's last full look, as test.make_due does.
+func makeAllDue(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, sql := range []string{
 		`WITH d AS (SELECT clock_timestamp() - interval '1 minute' AS at)
 		 UPDATE ordertimeout.orders SET created_at = d.at - interval '1 second', expire_at = d.at, cancel_at = d.at FROM d`,
 		`UPDATE public.river_job SET scheduled_at = clock_timestamp() - interval '1 minute' WHERE queue = 'ordertimeout_expire'`,
@@ -27,7 +40,6 @@ func scanSetup(t *testing.T, ctx context.Context) *pgxpool.Pool {
 		_, err := pool.Exec(ctx, sql)
 		require.NoError(t, err, sql)
 	}
-	return pool
 }
 
 // A full look of the sweep that had to leave an order due before its window
