@@ -223,10 +223,25 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxSleep < 0 || cfg.MaxSleep > sweep.MaxMaxSleep {
 		return Config{}, fmt.Errorf("max-sleep must be at most %s (what plan_sleep takes) and not negative (0: the default, %s), got %s (--max-sleep)", sweep.MaxMaxSleep, sweep.DefaultMaxSleep, cfg.MaxSleep)
 	}
-	if cfg.MaxWorkers <= 0 {
+	// A negative count fell back to the default, as 0 does, which no
+	// --help says; a negative pool size reached pgx.
+	for _, n := range []struct {
+		flag  string
+		value int
+		zero  string // what 0 means
+	}{
+		{"max-workers", cfg.MaxWorkers, fmt.Sprintf("the default, %d", DefaultMaxWorkers)},
+		{"sweep-sessions", cfg.SweepSessions, fmt.Sprintf("the default, %d", sweep.DefaultSessions)},
+		{"db-max-conns", cfg.DBMaxConns, "sweep sessions + max workers + 6"},
+	} {
+		if n.value < 0 {
+			return Config{}, fmt.Errorf("%s must not be negative (0: %s), got %d (--%s)", n.flag, n.zero, n.value, n.flag)
+		}
+	}
+	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
 	}
-	if cfg.SweepSessions <= 0 {
+	if cfg.SweepSessions == 0 {
 		cfg.SweepSessions = sweep.DefaultSessions
 	}
 	cfg.FetchCooldown = cmp.Or(cfg.FetchCooldown, DefaultFetchCooldown)

@@ -108,7 +108,7 @@ func TestConfigWarnsOfCallsLongerThanTheJob(t *testing.T) {
 // documented to), --reconcile-overlap and --reconcile-lookback became their
 // defaults, --job-timeout reached River as "no timeout". So is
 // --gateway-burst without --gateway-rate, which does nothing.
-func TestNewRefusesNegativeDurations(t *testing.T) {
+func TestNewRefusesNegativeValues(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		set  func(*sidecar.Config)
@@ -124,6 +124,9 @@ func TestNewRefusesNegativeDurations(t *testing.T) {
 		{func(c *sidecar.Config) { c.FetchCooldown = -time.Millisecond }, "(--fetch-cooldown)"},
 		{func(c *sidecar.Config) { c.FetchPollInterval = -time.Millisecond }, "(--fetch-poll-interval)"},
 		{func(c *sidecar.Config) { c.GatewayBurst = 5 }, "--gateway-burst needs --gateway-rate"},
+		{func(c *sidecar.Config) { c.MaxWorkers = -1 }, "(--max-workers)"},
+		{func(c *sidecar.Config) { c.SweepSessions = -1 }, "(--sweep-sessions)"},
+		{func(c *sidecar.Config) { c.DBMaxConns = -5 }, "(--db-max-conns)"},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
