@@ -434,6 +434,8 @@ func TestMigrateRefusesWhatItCannotDo(t *testing.T) {
 	require.Equal(t, latest, version(), "down more than applied rolls back nothing")
 	require.ErrorContains(t, realMain(ctx, []string{"migrate", "down", "2", "--all", "--database-url", url}), "not both")
 	require.Equal(t, latest, version(), "down N --all rolls back nothing")
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "force", "1", "--all", "--database-url", url}), "down only")
+	require.Equal(t, latest, version(), "force --all records nothing")
 
 	require.ErrorContains(t, realMain(ctx, []string{"migrate", "force", strconv.Itoa(latest + 1), "--database-url", url}),
 		fmt.Sprintf("1 to %d", latest))

@@ -68,6 +68,9 @@ func migrateCmd(ctx context.Context, args []string) error {
 	if err := f.Parse(rest, os.Getenv); err != nil {
 		return err
 	}
+	if all && action != "down" {
+		return fmt.Errorf("migrate %s: --all goes with down only", action)
+	}
 	if databaseURL == "" {
 		return errors.New("migrate: database URL is required (--database-url or DATABASE_URL)")
 	}
