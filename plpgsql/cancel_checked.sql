@@ -26,8 +26,6 @@ BEGIN
         RAISE EXCEPTION 'deadline_version must not be null'
             USING ERRCODE = 'OT100';
     END IF;
-    -- As in sweep_due: a pause waits for this cancel to commit.
-    PERFORM pg_advisory_xact_lock_shared(28532, 3);
     SELECT s.paused_at INTO v_paused_at FROM ordertimeout.settings AS s WHERE s.paused;
     IF FOUND THEN
         RAISE EXCEPTION 'timeout cancels are paused (since %): ask again after configure(paused => false)', v_paused_at

@@ -34,15 +34,6 @@ BEGIN
     PERFORM ordertimeout._check_interval('remind_before', configure.remind_before, interval '30 days', 'OT145',
                                          allow_zero => true);
 
-    -- A pause waits for the timeout cancels already under way (sweep_due
-    -- and cancel_checked hold the advisory lock (28532, 3) shared, from
-    -- before they read the settings to their commit): when it returns, no
-    -- timeout cancel commits until the resume. Those that start meanwhile
-    -- queue behind it and find the pause.
-    IF configure.paused THEN
-        PERFORM pg_advisory_xact_lock(28532, 3);
-    END IF;
-
     UPDATE ordertimeout.settings AS s
     SET default_timeout = coalesce(configure.default_timeout, s.default_timeout),
         grace = coalesce(configure.grace, s.grace),

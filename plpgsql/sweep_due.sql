@@ -57,10 +57,6 @@ DECLARE
     v_cancelled  integer;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
-    -- Held to the commit: configure(paused => true) waits for every sweep
-    -- that read the settings before it, so that no timeout cancel commits
-    -- after it returns (a full batch can wait a while for an order's lock).
-    PERFORM pg_advisory_xact_lock_shared(28532, 3);
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
     -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
     IF v_settings.paused THEN

@@ -443,6 +443,11 @@ func TestMigrateRefusesWhatItCannotDo(t *testing.T) {
 	require.Equal(t, latest, version(), "force of a version no migration has records nothing")
 	require.NoError(t, realMain(ctx, []string{"migrate", "force", strconv.Itoa(latest), "--database-url", url}))
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	// force 0 is "none applied": up then applies every migration again.
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "--all", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "force", "0", "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, latest, version(), "up after force 0")
 
 	// Down exactly what is applied still works (from a lower version, so
 	// that the count is of the applied ones, not of every migration).

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
@@ -132,7 +133,13 @@ func (g *Migrator) Force(version int) error {
 				version, ranges(versions))
 		}
 	}
-	if err := g.m.Force(version); err != nil {
+	// 0 is "none applied": golang-migrate's NilVersion (-1). Recorded as 0,
+	// it is a version no migration has, and every later up fails.
+	v := version
+	if v == 0 {
+		v = database.NilVersion
+	}
+	if err := g.m.Force(v); err != nil {
 		return fmt.Errorf("migrate force %d: %w", version, err)
 	}
 	return nil
