@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -47,6 +48,25 @@ func New(databaseURL string) (*migrate.Migrate, error) {
 		return nil, fmt.Errorf("create migrator: %w", err)
 	}
 	return m, nil
+}
+
+// Versions returns the versions of the migrations in FS, ascending.
+func Versions() ([]uint, error) {
+	source, err := iofs.New(FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	defer source.Close()
+	var versions []uint
+	v, err := source.First()
+	for err == nil {
+		versions = append(versions, v)
+		v, err = source.Next(v)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("list embedded migrations: %w", err)
+	}
+	return versions, nil
 }
 
 // Up applies every migration not yet applied to the database at databaseURL

@@ -3,7 +3,6 @@ package migrator
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/ordertimeout/ordertimeout/migrations"
 )
@@ -97,7 +95,7 @@ func (g *Migrator) checkDown(steps int) error {
 	if dirty {
 		return fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
 	}
-	versions, err := Versions()
+	versions, err := migrations.Versions()
 	if err != nil {
 		return err
 	}
@@ -124,7 +122,7 @@ func (g *Migrator) Force(version int) error {
 		return fmt.Errorf("migrate force: version must not be negative, got %d", version)
 	}
 	if version > 0 {
-		versions, err := Versions()
+		versions, err := migrations.Versions()
 		if err != nil {
 			return err
 		}
@@ -143,25 +141,6 @@ func (g *Migrator) Force(version int) error {
 		return fmt.Errorf("migrate force %d: %w", version, err)
 	}
 	return nil
-}
-
-// Versions returns the versions of the embedded migrations, ascending.
-func Versions() ([]uint, error) {
-	source, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		return nil, fmt.Errorf("open embedded migrations: %w", err)
-	}
-	defer source.Close()
-	var versions []uint
-	v, err := source.First()
-	for err == nil {
-		versions = append(versions, v)
-		v, err = source.Next(v)
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("list embedded migrations: %w", err)
-	}
-	return versions, nil
 }
 
 // ranges writes ascending versions as runs: "1 to 46", or "1 to 8, 10 to 46"

@@ -223,21 +223,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxSleep < 0 || cfg.MaxSleep > sweep.MaxMaxSleep {
 		return Config{}, fmt.Errorf("max-sleep must be at most %s (what plan_sleep takes) and not negative (0: the default, %s), got %s (--max-sleep)", sweep.MaxMaxSleep, sweep.DefaultMaxSleep, cfg.MaxSleep)
 	}
-	// A negative count fell back to the default, as 0 does, which no
-	// --help says; a negative pool size reached pgx.
-	for _, n := range []struct {
-		flag  string
-		value int
-		zero  string // what 0 means
-	}{
-		{"max-workers", cfg.MaxWorkers, fmt.Sprintf("the default, %d", DefaultMaxWorkers)},
-		{"sweep-sessions", cfg.SweepSessions, fmt.Sprintf("the default, %d", sweep.DefaultSessions)},
-		{"db-max-conns", cfg.DBMaxConns, "sweep sessions + max workers + 6"},
-	} {
-		if n.value < 0 {
-			return Config{}, fmt.Errorf("%s must not be negative (0: %s), got %d (--%s)", n.flag, n.zero, n.value, n.flag)
-		}
-	}
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
 	}
@@ -253,13 +238,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.RescueAfter < cfg.JobTimeout {
 		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
 	}
-	if cfg.GatewayTimeout < 0 {
-		return Config{}, fmt.Errorf("gateway-timeout must not be negative (0: the default), got %s (--gateway-timeout)", cfg.GatewayTimeout)
-	}
-	// A negative client timeout is no timeout at all.
-	if cfg.WebhookTimeout < 0 {
-		return Config{}, fmt.Errorf("webhook-timeout must not be negative (0: the default, %s), got %s (--webhook-timeout)", DefaultWebhookTimeout, cfg.WebhookTimeout)
-	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
 		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
 	}
@@ -273,10 +251,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// checkNotNegative refuses a negative duration, which would mean something
-// its flag's --help does not say: the timers of --conflict-rescan and
-// --reconcile-every off, the defaults of --reconcile-overlap and
-// --reconcile-lookback, no timeout at all for River's --job-timeout.
+// checkNotNegative refuses a negative duration or count, which would mean
+// something its flag's --help does not say: the timers of --conflict-rescan
+// and --reconcile-every off, the defaults of --reconcile-overlap,
+// --reconcile-lookback, --max-workers and --sweep-sessions, no timeout at all
+// for River's --job-timeout and for the HTTP clients' timeouts, a negative
+// pool size for pgx.
 func checkNotNegative(cfg Config) error {
 	for _, d := range []struct {
 		flag  string
@@ -292,9 +272,24 @@ func checkNotNegative(cfg Config) error {
 		{"listen-reconnect", cfg.ListenReconnect, "the default, " + listener.DefaultReconnectDelay.String()},
 		{"fetch-cooldown", cfg.FetchCooldown, "the default, " + DefaultFetchCooldown.String()},
 		{"fetch-poll-interval", cfg.FetchPollInterval, "the default, " + DefaultFetchPollInterval.String()},
+		{"gateway-timeout", cfg.GatewayTimeout, "the default, " + gateway.DefaultTimeout.String()},
+		{"webhook-timeout", cfg.WebhookTimeout, "the default, " + DefaultWebhookTimeout.String()},
 	} {
 		if d.value < 0 {
 			return fmt.Errorf("%s must not be negative (0: %s), got %s (--%s)", d.flag, d.zero, d.value, d.flag)
+		}
+	}
+	for _, n := range []struct {
+		flag  string
+		value int
+		zero  string
+	}{
+		{"max-workers", cfg.MaxWorkers, fmt.Sprintf("the default, %d", DefaultMaxWorkers)},
+		{"sweep-sessions", cfg.SweepSessions, fmt.Sprintf("the default, %d", sweep.DefaultSessions)},
+		{"db-max-conns", cfg.DBMaxConns, "sweep sessions + max workers + 6"},
+	} {
+		if n.value < 0 {
+			return fmt.Errorf("%s must not be negative (0: %s), got %d (--%s)", n.flag, n.zero, n.value, n.flag)
 		}
 	}
 	return nil
