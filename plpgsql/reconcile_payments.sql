@@ -46,6 +46,7 @@ DECLARE
     v_refunding boolean;
     v_differs  boolean;
     v_locked   text[];
+    v_accounts text[];
 BEGIN
     IF reconcile_payments.transactions IS NULL THEN
         RAISE EXCEPTION 'transactions must not be null' USING ERRCODE = 'OT100';
@@ -173,8 +174,10 @@ BEGIN
     -- a conflict stays locked for nothing until the commit.)
     -- Each row knows whether the call also lists its payment refunded
     -- (refunded_too: a window over the rows, not a look per row).
-    SELECT coalesce(array_agg(l.order_id), '{}') INTO v_locked
-    FROM (SELECT o.order_id
+    SELECT coalesce(array_agg(l.order_id), '{}'),
+           coalesce(array_agg(DISTINCT l.points_account) FILTER (WHERE l.points_account IS NOT NULL), '{}')
+    INTO v_locked, v_accounts
+    FROM (SELECT o.order_id, o.points_account
             FROM ordertimeout.orders AS o
            WHERE o.order_id IN (
                      SELECT r.value ->> 'order_id'
@@ -192,11 +195,13 @@ BEGIN
     WHERE s.sku IN (SELECT i.sku FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_locked))
     ORDER BY s.sku
     FOR NO KEY UPDATE;
-    PERFORM 1
-    FROM ordertimeout.points_accounts AS a
-    WHERE a.account_id IN (SELECT o.points_account FROM ordertimeout.orders AS o WHERE o.order_id = ANY (v_locked))
-    ORDER BY a.account_id
-    FOR NO KEY UPDATE;
+    IF cardinality(v_accounts) > 0 THEN
+        PERFORM 1
+        FROM ordertimeout.points_accounts AS a
+        WHERE a.account_id = ANY (v_accounts)
+        ORDER BY a.account_id
+        FOR NO KEY UPDATE;
+    END IF;
 
     FOR v_row IN SELECT r.value, r.refunded_too
                    FROM (SELECT x AS value, bool_or(x ->> 'status' = 'refunded') OVER (PARTITION BY x ->> 'payment_id') AS refunded_too
