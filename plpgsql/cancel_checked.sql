@@ -26,6 +26,7 @@ BEGIN
         RAISE EXCEPTION 'deadline_version must not be null'
             USING ERRCODE = 'OT100';
     END IF;
+    PERFORM ordertimeout._require_read_committed('cancel_checked');
     SELECT s.paused_at INTO v_paused_at FROM ordertimeout.settings AS s WHERE s.paused;
     IF FOUND THEN
         RAISE EXCEPTION 'timeout cancels are paused (since %): ask again after configure(paused => false)', v_paused_at
@@ -34,9 +35,14 @@ BEGIN
     SELECT count(*) > 0 INTO v_cancelled
     FROM ordertimeout._cancel_orders(ARRAY[cancel_checked.order_id], ARRAY[cancel_checked.deadline_version],
                                      ARRAY['timeout'], 'gateway check: not paid', false);
+    -- The order's lock is taken: a pause that began while this call waited
+    -- for it rolls the cancel back (OT137), as a sweep's (_refuse_if_paused).
+    IF v_cancelled THEN
+        PERFORM ordertimeout._refuse_if_paused();
+    END IF;
     RETURN v_cancelled;
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.cancel_checked(text, integer) IS
-    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version and its cancel_at has come';
+    'for the sidecar: after the gateway said the order is not paid, cancels it as a timeout if it is still PENDING at deadline_version and its cancel_at has come; OT137 while timeout cancels are paused, also when the pause began while it ran; READ COMMITTED only (OT154)';

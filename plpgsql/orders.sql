@@ -529,3 +529,55 @@ BEGIN
     RETURN v_deferred;
 END
 $$;
+
+-- Timeout cancels and the pause (configure(paused => true)) are ordered by
+-- the advisory lock (28532, 3): a call that cancels timeouts (sweep_due,
+-- cancel_checked) takes it shared after every lock it waits for, and the
+-- pause takes it exclusively before it returns. A pause therefore waits for
+-- the cancels already past this point (they commit before it returns, within
+-- its bound of 2 seconds), and a cancel that comes here after the pause began
+-- raises OT137: its transaction rolls back, the timers stay. The settings are
+-- read in a statement of their own after the lock, so under READ COMMITTED
+-- they show a pause that committed before the lock was taken
+-- (_require_read_committed: an older snapshot would not). The shared lock is
+-- only tried, never waited for: a pause waiting for a sweep left open in a
+-- transaction does not queue every later sweep behind it.
+CREATE FUNCTION ordertimeout._refuse_if_paused()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_paused_at timestamptz;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock_shared(28532, 3) THEN
+        RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
+            USING ERRCODE = 'OT137';
+    END IF;
+    SELECT s.paused_at INTO v_paused_at FROM ordertimeout.settings AS s WHERE s.paused;
+    IF FOUND THEN
+        RAISE EXCEPTION 'timeout cancels were paused at % while this call ran: its cancels are rolled back and its timers stay',
+            v_paused_at
+            USING ERRCODE = 'OT137';
+    END IF;
+END
+$$;
+
+-- Raises OT154 unless the transaction is READ COMMITTED: fn cancels
+-- timeouts, and only a fresh snapshot sees a pause that began while it ran
+-- (_refuse_if_paused).
+CREATE FUNCTION ordertimeout._require_read_committed(fn text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '% must run in a READ COMMITTED transaction, not %: under an older snapshot it would not see a pause of timeout cancels',
+            fn, upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'OT154';
+    END IF;
+END
+$$;

@@ -96,7 +96,8 @@ BEGIN
                 SELECT s.claimed, s.deferred INTO v_claimed, v_deferred
                 FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
             EXCEPTION
-                WHEN deadlock_detected OR serialization_failure THEN
+                -- OT137: a pause began while the sweep ran; it kept nothing.
+                WHEN deadlock_detected OR serialization_failure OR SQLSTATE 'OT137' THEN
                     -- Rolled back to the block's start: retried after a pause.
                     v_claimed := 0;
                     v_deferred := 0;

@@ -57,6 +57,7 @@ DECLARE
     v_cancelled  integer;
 BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
+    PERFORM ordertimeout._require_read_committed('sweep_due');
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
     -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
     IF v_settings.paused THEN
@@ -132,6 +133,12 @@ BEGIN
     SELECT count(*) FILTER (WHERE c.cancelled_cause <> 'check'), count(*) FILTER (WHERE c.cancelled_cause = 'check')
     INTO v_cancelled, v_checks
     FROM ordertimeout._cancel_orders(v_ids, v_versions, v_causes, NULL, true) AS c;
+    -- Every lock is taken: a pause that began since the settings were read
+    -- above rolls this call back (OT137), and one that begins from here on
+    -- waits for its commit (_refuse_if_paused).
+    IF v_cancelled > 0 THEN
+        PERFORM ordertimeout._refuse_if_paused();
+    END IF;
 
     -- Record a full look, or a full batch (of timer rows or lost timers:
     -- the next sweeps look at every row until one comes back short). A
@@ -160,4 +167,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
-    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';
+    'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; a call that would cancel after a pause began raises OT137 and keeps nothing; READ COMMITTED only (OT154); returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';

@@ -135,7 +135,9 @@ const (
 	// characters.
 	InvalidRefundID = "OT136"
 	// Paused (OT137): timeout cancels are paused (configure(paused =>
-	// true)), so cancel_checked refuses until they are resumed.
+	// true)), so cancel_checked refuses until they are resumed; sweep_due
+	// and cancel_checked also raise it when a pause began while they ran,
+	// and keep nothing.
 	Paused = "OT137"
 	// RepeatWithAnotherNote (OT138): resolve_conflict repeats the
 	// resolution the conflict already has (resolved, or claimed for a
@@ -192,6 +194,10 @@ const (
 	// InvalidPaidOlderThan (OT153): purge_orders' paid_older_than is not
 	// between 0 and 100 years, or has a negative part.
 	InvalidPaidOlderThan = "OT153"
+	// NotReadCommitted (OT154): sweep_due (cancel_due) or cancel_checked
+	// runs under REPEATABLE READ or SERIALIZABLE, whose snapshot would not
+	// show a pause that began while it ran.
+	NotReadCommitted = "OT154"
 )
 
 // Codes of payment methods.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -740,4 +741,35 @@ func TestMigrateKilledWhileWaiting(t *testing.T) {
 		"the documented recovery after a migration killed midway")
 	db.Reset()
 	require.Equal(t, int64(1), count(t, db, "SELECT count(*) FROM pg_proc WHERE proname = 'conflicts_to_resolve'"))
+}
+
+// ordertimeout pause prints configure's warning when a transaction left open
+// after its sweep still holds timeout cancels made before the pause, and
+// names its backend; the pause itself is in force.
+func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := build(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "A1", time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+		return count(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+	})
+	open, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer open.Rollback(ctx) //nolint:errcheck // the test's end
+	var cancelled, pid int
+	require.NoError(t, open.QueryRow(ctx, "SELECT cancelled, pg_backend_pid() FROM ordertimeout.sweep_due()").Scan(&cancelled, &pid))
+	require.Equal(t, 1, cancelled)
+
+	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
+	require.Contains(t, stderr.String(), "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2 seconds")
+	require.Contains(t, stderr.String(), fmt.Sprintf("(backend pid %d)", pid))
+	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }

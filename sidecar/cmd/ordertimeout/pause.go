@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
 )
@@ -18,9 +19,12 @@ nothing, gateway checks do not cancel and gateway closes wait. Payments,
 confirmations and conflicts go on, and an order the buyer or the shop cancels
 (cancel_order) is still cancelled. Use it during an incident at the gateway or
 in the shop's payment callbacks, when a timeout would cancel orders that are
-paid. resume lets the sweepers drain the backlog at once; each cancel of an
-order that came due during the pause records its lateness and that it waited
-for the pause. Both call ordertimeout.configure(paused => ...) as --actor.`
+paid. pause returns once the timeout cancels already under way have
+committed; it waits at most 2 seconds for them, then warns, naming the
+backends whose transactions still hold some. resume lets the sweepers drain
+the backlog at once; each cancel of an order that came due during the pause
+records its lateness and that it waited for the pause. Both call
+ordertimeout.configure(paused => ...) as --actor.`
 
 func pauseCmd(ctx context.Context, args []string, paused bool) error {
 	name := "resume"
@@ -37,7 +41,18 @@ func pauseCmd(ctx context.Context, args []string, paused bool) error {
 	if databaseURL == "" {
 		return fmt.Errorf("%s: database URL is required (--database-url or DATABASE_URL)", name)
 	}
-	conn, err := pgx.Connect(ctx, databaseURL)
+	cc, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("%s: database URL: %w", name, err)
+	}
+	// configure warns when timeout cancels made before the pause have not
+	// committed within its wait: say so.
+	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.SeverityUnlocalized == "WARNING" {
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("%s: connect to database: %w", name, err)
 	}

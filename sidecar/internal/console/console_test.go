@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -397,4 +398,31 @@ func TestPauseAndResume(t *testing.T) {
 	require.False(t, isPaused())
 	a = site.do(t, http.MethodGet, "/console/", viewer, nil, nil)
 	require.Contains(t, a.Body, `id="running"`)
+}
+
+// A pause that a transaction left open after its sweep holds up (its
+// timeout cancels, made before the pause, are not committed) shows the
+// database's warning, naming that backend, instead of the plain redirect;
+// the pause is in force.
+func TestPauseShowsTheCancelsItCouldNotWaitFor(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-OPEN', '[{"sku":"A","qty":1}]', interval '1 millisecond')`)
+	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+		return sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+	})
+	open, err := s.DB.Begin(bg)
+	require.NoError(t, err)
+	defer open.Rollback(bg) //nolint:errcheck // the test's end
+	var cancelled, pid int
+	require.NoError(t, open.QueryRow(bg, "SELECT cancelled, pg_backend_pid() FROM ordertimeout.sweep_due()").Scan(&cancelled, &pid))
+	require.Equal(t, 1, cancelled)
+
+	token := site.token(t, operator)
+	a := site.do(t, http.MethodPost, "/console/settings/pause", operator,
+		url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Contains(t, a.Body, "Paused, with a warning from the database: paused, but timeout cancels made before the pause are still not committed after 2 seconds")
+	require.Contains(t, a.Body, fmt.Sprintf("(backend pid %d)", pid))
+	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }

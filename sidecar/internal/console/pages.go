@@ -411,8 +411,38 @@ func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Cont
 	})
 }
 
+// actWarned is act on a connection of its own, and also returns the
+// warnings (RAISE WARNING) the server sent in the transaction: a pause warns
+// when timeout cancels made before it have not committed within its wait.
+// Only for actions as rare as a pause: it connects each time.
+func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	var warnings []string
+	cc := h.cfg.Pool.Config().ConnConfig.Copy()
+	// Called by the connection's reader, within the calls below.
+	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.SeverityUnlocalized == "WARNING" {
+			warnings = append(warnings, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing is left to do with it
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
+			return fmt.Errorf("set actor: %w", err)
+		}
+		return f(ctx, tx)
+	})
+	return warnings, err
+}
+
 // pause switches the pause with configure(paused => ...), which only
-// ordertimeout_admin may call.
+// ordertimeout_admin may call. A pause that could not wait for every timeout
+// cancel made before it shows configure's warning instead of redirecting.
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 	u := h.checkAction(w, r)
 	if u == nil {
@@ -438,7 +468,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var other pauseShown
-	err := h.act(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
+	warnings, err := h.actWarned(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
 		// configure locks the settings row; on a resume it keeps paused_at.
 		err := tx.QueryRow(ctx, `SELECT paused_at, paused_by FROM ordertimeout.configure(paused => $1)`, paused).
 			Scan(&other.At, &other.By)
@@ -474,6 +504,12 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Warn("console: pause switched", "user", u.Name, "paused", paused)
+	if len(warnings) > 0 {
+		h.logger.Warn("console: pause warned", "user", u.Name, "warning", strings.Join(warnings, "; "))
+		h.renderSettings(w, r, http.StatusOK, page{Title: "Settings",
+			Error: "Paused, with a warning from the database: " + strings.Join(warnings, "; ") + "."})
+		return
+	}
 	http.Redirect(w, r, fmt.Sprintf("%ssettings?paused=%t", Prefix, paused), http.StatusSeeOther)
 }
 

@@ -223,7 +223,8 @@ func (s *Sweeper) drain(ctx context.Context) {
 }
 
 // Sweep makes one sweep_due call, repeating it after a serialization failure
-// or deadlock. A call in flight when ctx ends still commits: stopping only
+// or deadlock. A call that met the start of a pause (OT137) kept nothing and
+// counts as one that claimed nothing. A call in flight when ctx ends still commits: stopping only
 // stops new claims.
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	var res Result
@@ -238,6 +239,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		if retryable(err) && attempt < retries && ctx.Err() == nil {
 			s.retries.Add(1)
 			continue
+		}
+		if sqlstate.Is(err, sqlstate.Paused) {
+			// A pause began while the call cancelled: it kept nothing, and
+			// the next call finds the pause in the settings.
+			s.logger().Info("a pause of timeout cancels began during a sweep: its batch was rolled back", "error", err)
+			return Result{}, nil
 		}
 		s.errors.Add(1)
 		return Result{}, fmt.Errorf("sweep due orders: %w", err)

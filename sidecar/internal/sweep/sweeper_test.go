@@ -194,3 +194,50 @@ func TestSweeperSweepsSoonAfterDeferring(t *testing.T) {
 		return s.Stats().Cancelled == 1, nil
 	})
 }
+
+// A sweep that meets the start of a pause (OT137: it waited for an order
+// row while the pause began, and rolled back) is no error: Sweep returns an
+// empty result, the order stays PENDING with its timer, and nothing is
+// counted as an error.
+func TestSweepThatMetAPauseIsNoError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+	})
+
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
+	_, err = holder.Exec(ctx, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held' FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+
+	// A batch of 1 is full: it waits for the order row.
+	s := &sweep.Sweeper{Pool: db, Batch: 1, Logger: sidecartest.Logger()}
+	type swept struct {
+		res sweep.Result
+		err error
+	}
+	done := make(chan swept, 1)
+	go func() {
+		res, err := s.Sweep(ctx)
+		done <- swept{res, err}
+	}()
+	sidecartest.Eventually(t, 10*time.Second, "the sweep to wait for the order row", func() (bool, error) {
+		return sidecartest.Int(t, db, `SELECT count(*) FROM pg_stat_activity
+		                                WHERE query LIKE '%sweep_due%' AND wait_event_type = 'Lock'`) == 1, nil
+	})
+	sidecartest.Exec(t, db, `SELECT ordertimeout.configure(paused => true)`)
+	require.NoError(t, holder.Rollback(ctx))
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, sweep.Result{}, got.res)
+	require.Zero(t, s.Stats().Errors)
+	require.Zero(t, s.Stats().Cancelled)
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()"), "the timer stays")
+}
