@@ -11,14 +11,18 @@
 -- configure(paused => true) no longer returns while timeout cancels made
 -- before it can still commit after it. A sweep or gateway check that read the
 -- settings before the pause, then waited for an order row, committed its
--- cancels after the pause had returned. Now sweep_due and cancel_checked look
--- at the settings again after their last lock wait, under the advisory lock
--- (28532, 3) taken shared and only tried (never waited for), and roll back
--- with OT137 when a pause began; a new pause takes that lock exclusively, so
--- it waits for the cancels already past that look, at most 2 seconds, then
--- warns naming the backends that still hold them. Both functions refuse to
--- run under REPEATABLE READ or SERIALIZABLE (OT154), whose snapshot would not
--- show the pause. run_sweeper takes OT137 as a sweep that claimed nothing.
+-- cancels after the pause had returned. Now a pause holds advisory lock
+-- (28532, 4) from its UPDATE to its commit, then takes (28532, 3)
+-- exclusively; sweep_due and cancel_checked, after their last lock wait, try
+-- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once),
+-- never waiting, and read the settings again: a pause begun or pending rolls
+-- them back with OT137. So a pause waits for the cancels already past that
+-- look, at most 2 seconds (half a shorter statement_timeout), then warns
+-- naming the backends that still hold them; a pause asked again waits and
+-- warns again. sweep_due claims nothing and plan_sleep sleeps the longest
+-- while a pause is pending. Both functions refuse REPEATABLE READ and
+-- SERIALIZABLE (OT154), whose snapshot would not show the pause. run_sweeper
+-- takes OT137 as a sweep that claimed nothing.
 
 CREATE OR REPLACE FUNCTION ordertimeout.cancel_checked(
     order_id         text,
@@ -122,6 +126,61 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean) IS
     'changes settings; a NULL argument leaves that setting as it is; paused => true stops every timeout cancel until paused => false; returns the settings';
+
+CREATE OR REPLACE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_scan_from timestamptz;
+    v_next      timestamptz;
+    v_wake      timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour'
+       OR ordertimeout._has_negative_part(plan_sleep.max_sleep) THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, with no negative part, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    -- While paused, due timers are not worth waking for: sleep the longest.
+    -- Otherwise the earliest timer row, looked for among those due in the
+    -- last seconds when sweep_due may look there only (_scan_from, whose
+    -- comment says why); when that finds nothing within a second, every
+    -- timer row is looked at (next_due), so that a sleep longer than a
+    -- second is always planned from them all (a row due before the window
+    -- is then due now: a sweep whose window is empty looks at every row).
+    IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
+        v_wake := v_now + plan_sleep.max_sleep;
+    ELSE
+        v_scan_from := ordertimeout._scan_from(v_now);
+        IF v_scan_from IS NOT NULL THEN
+            v_next := (SELECT t.due_at FROM ordertimeout._timers AS t
+                        WHERE t.due_at >= v_scan_from
+                        ORDER BY t.due_at LIMIT 1);
+        END IF;
+        IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
+            v_next := ordertimeout.next_due();
+        END IF;
+        v_wake := least(v_next, v_now + plan_sleep.max_sleep);
+    END IF;
+    -- An upsert: sweep_state is unlogged, and empty after a crash.
+    INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
+    VALUES (true, v_wake)
+    ON CONFLICT ON CONSTRAINT sweep_state_single_row DO UPDATE SET wake_at = excluded.wake_at;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
 
 CREATE OR REPLACE PROCEDURE ordertimeout.run_sweeper(
     max       integer  DEFAULT 1000,
@@ -396,4 +455,6 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
     'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';
 
 DROP FUNCTION ordertimeout._require_read_committed(text);
+DROP FUNCTION ordertimeout._wait_for_cancels_under_way();
 DROP FUNCTION ordertimeout._refuse_if_paused();
+DROP FUNCTION ordertimeout._pause_pending();

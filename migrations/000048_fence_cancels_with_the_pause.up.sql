@@ -11,17 +11,40 @@
 -- configure(paused => true) no longer returns while timeout cancels made
 -- before it can still commit after it. A sweep or gateway check that read the
 -- settings before the pause, then waited for an order row, committed its
--- cancels after the pause had returned. Now sweep_due and cancel_checked look
--- at the settings again after their last lock wait, under the advisory lock
--- (28532, 3) taken shared and only tried (never waited for), and roll back
--- with OT137 when a pause began; a new pause takes that lock exclusively, so
--- it waits for the cancels already past that look, at most 2 seconds, then
--- warns naming the backends that still hold them. Both functions refuse to
--- run under REPEATABLE READ or SERIALIZABLE (OT154), whose snapshot would not
--- show the pause. run_sweeper takes OT137 as a sweep that claimed nothing.
+-- cancels after the pause had returned. Now a pause holds advisory lock
+-- (28532, 4) from its UPDATE to its commit, then takes (28532, 3)
+-- exclusively; sweep_due and cancel_checked, after their last lock wait, try
+-- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once),
+-- never waiting, and read the settings again: a pause begun or pending rolls
+-- them back with OT137. So a pause waits for the cancels already past that
+-- look, at most 2 seconds (half a shorter statement_timeout), then warns
+-- naming the backends that still hold them; a pause asked again waits and
+-- warns again. sweep_due claims nothing and plan_sleep sleeps the longest
+-- while a pause is pending. Both functions refuse REPEATABLE READ and
+-- SERIALIZABLE (OT154), whose snapshot would not show the pause. run_sweeper
+-- takes OT137 as a sweep that claimed nothing.
 --
--- New functions: _refuse_if_paused, _require_read_committed.
--- Functions replaced: cancel_checked, configure, run_sweeper, sweep_due.
+-- New functions: _pause_pending, _refuse_if_paused,
+--   _wait_for_cancels_under_way, _require_read_committed.
+-- Functions replaced: cancel_checked, configure, plan_sleep, run_sweeper,
+--   sweep_due.
+
+CREATE FUNCTION ordertimeout._pause_pending()
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Tried at session level and let go at once: never held by a cancel, so
+    -- the pause never waits long for it.
+    IF pg_try_advisory_lock_shared(28532, 4) THEN
+        PERFORM pg_advisory_unlock_shared(28532, 4);
+        RETURN false;
+    END IF;
+    RETURN true;
+END
+$$;
 
 CREATE FUNCTION ordertimeout._refuse_if_paused()
 RETURNS void
@@ -32,7 +55,13 @@ AS $$
 DECLARE
     v_paused_at timestamptz;
 BEGIN
+    -- (28532, 3) first, then (28532, 4), then the settings: the order the
+    -- comment above relies on.
     IF NOT pg_try_advisory_xact_lock_shared(28532, 3) THEN
+        RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
+            USING ERRCODE = 'OT137';
+    END IF;
+    IF ordertimeout._pause_pending() THEN
         RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
             USING ERRCODE = 'OT137';
     END IF;
@@ -45,6 +74,48 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION ordertimeout._wait_for_cancels_under_way()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '2s'
+AS $$
+DECLARE
+    v_statement_ms bigint := (SELECT s.setting::bigint FROM pg_settings AS s WHERE s.name = 'statement_timeout');
+    v_holders integer[];
+BEGIN
+    IF v_statement_ms > 0 AND v_statement_ms < 4000 THEN
+        PERFORM set_config('lock_timeout', greatest(v_statement_ms / 2, 1) || 'ms', true);
+    END IF;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(28532, 4);
+    EXCEPTION
+        WHEN lock_not_available THEN
+            -- Only a session that tried it and did not let it go (its backend
+            -- was interrupted in between) holds it this long.
+            RAISE WARNING 'paused, but advisory lock (28532, 4) is held by another session: timeout cancels can commit until this transaction does';
+    END;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(28532, 3);
+    EXCEPTION
+        WHEN lock_not_available THEN
+            SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
+            FROM pg_locks AS l
+            WHERE l.locktype = 'advisory'
+              AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+              AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
+              AND l.granted
+              AND l.pid <> pg_backend_pid();
+            -- None left: they have committed (or rolled back) meanwhile.
+            IF cardinality(v_holders) > 0 THEN
+                RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
+                    current_setting('lock_timeout'), array_to_string(v_holders, ', ');
+            END IF;
+    END;
+END
+$$;
+
 CREATE FUNCTION ordertimeout._require_read_committed(fn text)
 RETURNS void
 LANGUAGE plpgsql
@@ -52,7 +123,7 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
+    IF current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN
         RAISE EXCEPTION '% must run in a READ COMMITTED transaction, not %: under an older snapshot it would not see a pause of timeout cancels',
             fn, upper(current_setting('transaction_isolation'))
             USING ERRCODE = 'OT154';
@@ -125,7 +196,6 @@ DECLARE
     v_row   ordertimeout.settings;
     v_now   timestamptz := clock_timestamp();
     v_actor text := ordertimeout._actor();
-    v_holders integer[];
 BEGIN
     PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
     PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
@@ -159,27 +229,10 @@ BEGIN
         paused_by = CASE WHEN configure.paused AND NOT s.paused THEN v_actor ELSE s.paused_by END,
         resumed_at = CASE WHEN NOT configure.paused AND s.paused THEN v_now ELSE s.resumed_at END
     RETURNING s.* INTO v_row;
-    IF configure.paused AND v_row.paused_at = v_now THEN
-        -- A pause begins: wait for the timeout cancels already past their
-        -- last look at the settings, which hold the advisory lock (28532, 3)
-        -- shared until they commit; those that come after roll back
-        -- (_refuse_if_paused). A call left open in a transaction would hold
-        -- the pause for good: after 2 seconds it is named in a warning.
-        PERFORM set_config('lock_timeout', '2s', true);
-        BEGIN
-            PERFORM pg_advisory_xact_lock(28532, 3);
-        EXCEPTION
-            WHEN lock_not_available THEN
-                SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
-                FROM pg_locks AS l
-                WHERE l.locktype = 'advisory'
-                  AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-                  AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
-                  AND l.granted
-                  AND l.pid <> pg_backend_pid();
-                RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after 2 seconds (backend pid %): they are kept if their transaction commits',
-                    array_to_string(v_holders, ', ');
-        END;
+    IF configure.paused THEN
+        -- Also when already paused: a pause that warned, asked again, says
+        -- whether those cancels have committed since.
+        PERFORM ordertimeout._wait_for_cancels_under_way();
     END IF;
     IF configure.paused IS FALSE THEN
         -- The backlog is due now: wake the sleeping sweepers.
@@ -191,6 +244,62 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean) IS
     'changes settings; a NULL argument leaves that setting as it is; paused => true stops every timeout cancel until paused => false, and waits (at most 2 s, then warns) for the timeout cancels already made to commit; returns the settings';
+
+CREATE OR REPLACE FUNCTION ordertimeout.plan_sleep(max_sleep interval)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_scan_from timestamptz;
+    v_next      timestamptz;
+    v_wake      timestamptz;
+BEGIN
+    IF plan_sleep.max_sleep IS NULL THEN
+        RAISE EXCEPTION 'max_sleep must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF plan_sleep.max_sleep < interval '0' OR plan_sleep.max_sleep > interval '1 hour'
+       OR ordertimeout._has_negative_part(plan_sleep.max_sleep) THEN
+        RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, with no negative part, got %', plan_sleep.max_sleep
+            USING ERRCODE = 'OT141';
+    END IF;
+    -- While paused, or while a pause is being committed (sweep_due claims
+    -- nothing then), due timers are not worth waking for: sleep the longest.
+    -- Otherwise the earliest timer row, looked for among those due in the
+    -- last seconds when sweep_due may look there only (_scan_from, whose
+    -- comment says why); when that finds nothing within a second, every
+    -- timer row is looked at (next_due), so that a sleep longer than a
+    -- second is always planned from them all (a row due before the window
+    -- is then due now: a sweep whose window is empty looks at every row).
+    IF (SELECT s.paused FROM ordertimeout.settings AS s) OR ordertimeout._pause_pending() THEN
+        v_wake := v_now + plan_sleep.max_sleep;
+    ELSE
+        v_scan_from := ordertimeout._scan_from(v_now);
+        IF v_scan_from IS NOT NULL THEN
+            v_next := (SELECT t.due_at FROM ordertimeout._timers AS t
+                        WHERE t.due_at >= v_scan_from
+                        ORDER BY t.due_at LIMIT 1);
+        END IF;
+        IF v_next IS NULL OR v_next > v_now + ordertimeout._full_look_every() THEN
+            v_next := ordertimeout.next_due();
+        END IF;
+        v_wake := least(v_next, v_now + plan_sleep.max_sleep);
+    END IF;
+    -- An upsert: sweep_state is unlogged, and empty after a crash.
+    INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
+    VALUES (true, v_wake)
+    ON CONFLICT ON CONSTRAINT sweep_state_single_row DO UPDATE SET wake_at = excluded.wake_at;
+    RETURN v_wake;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.plan_sleep(interval) IS
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
 
 CREATE OR REPLACE PROCEDURE ordertimeout.run_sweeper(
     max       integer  DEFAULT 1000,
@@ -362,8 +471,9 @@ BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
     PERFORM ordertimeout._require_read_committed('sweep_due');
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
-    -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
-    IF v_settings.paused THEN
+    -- Paused (configure(paused => true)), or a pause not committed yet: the
+    -- timers stay, nothing is claimed.
+    IF v_settings.paused OR ordertimeout._pause_pending() THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
         RETURN;
     END IF;
@@ -472,5 +582,7 @@ $$;
 COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
     'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; a call that would cancel after a pause began raises OT137 and keeps nothing; READ COMMITTED only (OT154); returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';
 
+REVOKE ALL ON FUNCTION ordertimeout._pause_pending() FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._refuse_if_paused() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._wait_for_cancels_under_way() FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._require_read_committed(text) FROM PUBLIC;

@@ -18,7 +18,6 @@ DECLARE
     v_row   ordertimeout.settings;
     v_now   timestamptz := clock_timestamp();
     v_actor text := ordertimeout._actor();
-    v_holders integer[];
 BEGIN
     PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
     PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
@@ -52,27 +51,10 @@ BEGIN
         paused_by = CASE WHEN configure.paused AND NOT s.paused THEN v_actor ELSE s.paused_by END,
         resumed_at = CASE WHEN NOT configure.paused AND s.paused THEN v_now ELSE s.resumed_at END
     RETURNING s.* INTO v_row;
-    IF configure.paused AND v_row.paused_at = v_now THEN
-        -- A pause begins: wait for the timeout cancels already past their
-        -- last look at the settings, which hold the advisory lock (28532, 3)
-        -- shared until they commit; those that come after roll back
-        -- (_refuse_if_paused). A call left open in a transaction would hold
-        -- the pause for good: after 2 seconds it is named in a warning.
-        PERFORM set_config('lock_timeout', '2s', true);
-        BEGIN
-            PERFORM pg_advisory_xact_lock(28532, 3);
-        EXCEPTION
-            WHEN lock_not_available THEN
-                SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
-                FROM pg_locks AS l
-                WHERE l.locktype = 'advisory'
-                  AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-                  AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
-                  AND l.granted
-                  AND l.pid <> pg_backend_pid();
-                RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after 2 seconds (backend pid %): they are kept if their transaction commits',
-                    array_to_string(v_holders, ', ');
-        END;
+    IF configure.paused THEN
+        -- Also when already paused: a pause that warned, asked again, says
+        -- whether those cancels have committed since.
+        PERFORM ordertimeout._wait_for_cancels_under_way();
     END IF;
     IF configure.paused IS FALSE THEN
         -- The backlog is due now: wake the sleeping sweepers.

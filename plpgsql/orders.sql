@@ -531,17 +531,41 @@ END
 $$;
 
 -- Timeout cancels and the pause (configure(paused => true)) are ordered by
--- the advisory lock (28532, 3): a call that cancels timeouts (sweep_due,
--- cancel_checked) takes it shared after every lock it waits for, and the
--- pause takes it exclusively before it returns. A pause therefore waits for
--- the cancels already past this point (they commit before it returns, within
--- its bound of 2 seconds), and a cancel that comes here after the pause began
--- raises OT137: its transaction rolls back, the timers stay. The settings are
--- read in a statement of their own after the lock, so under READ COMMITTED
--- they show a pause that committed before the lock was taken
--- (_require_read_committed: an older snapshot would not). The shared lock is
--- only tried, never waited for: a pause waiting for a sweep left open in a
--- transaction does not queue every later sweep behind it.
+-- two advisory locks. A pause takes (28532, 4) exclusively right after its
+-- UPDATE of the settings and holds it to its commit: a pause that has begun
+-- and is not committed yet (_pause_pending). It then takes (28532, 3)
+-- exclusively, which a call that cancels timeouts (sweep_due, cancel_checked)
+-- holds shared from its last look at the settings, after every lock it waits
+-- for, to its commit (_refuse_if_paused). So a pause waits for the cancels
+-- already past that look (they commit before it returns, within its bound of
+-- 2 seconds, _wait_for_cancels_under_way), and a cancel that comes to it
+-- after the pause began raises OT137: its transaction rolls back, the timers
+-- stay. Why each case holds: a cancel that got (28532, 3) before the pause
+-- asked for it commits first; one that tries it while the pause holds or
+-- waits for it is refused; one that gets it after the pause gave it up (the
+-- 2 seconds passed) finds (28532, 4) held until the pause commits; one that
+-- comes after the commit reads the settings in a statement of its own, whose
+-- READ COMMITTED snapshot shows the pause (_require_read_committed: an older
+-- snapshot would not). The cancels only try the locks, never wait for them:
+-- a pause waiting for a sweep left open in a transaction does not queue the
+-- other sweeps behind it.
+CREATE FUNCTION ordertimeout._pause_pending()
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Tried at session level and let go at once: never held by a cancel, so
+    -- the pause never waits long for it.
+    IF pg_try_advisory_lock_shared(28532, 4) THEN
+        PERFORM pg_advisory_unlock_shared(28532, 4);
+        RETURN false;
+    END IF;
+    RETURN true;
+END
+$$;
+
 CREATE FUNCTION ordertimeout._refuse_if_paused()
 RETURNS void
 LANGUAGE plpgsql
@@ -551,7 +575,13 @@ AS $$
 DECLARE
     v_paused_at timestamptz;
 BEGIN
+    -- (28532, 3) first, then (28532, 4), then the settings: the order the
+    -- comment above relies on.
     IF NOT pg_try_advisory_xact_lock_shared(28532, 3) THEN
+        RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
+            USING ERRCODE = 'OT137';
+    END IF;
+    IF ordertimeout._pause_pending() THEN
         RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
             USING ERRCODE = 'OT137';
     END IF;
@@ -564,9 +594,57 @@ BEGIN
 END
 $$;
 
--- Raises OT154 unless the transaction is READ COMMITTED: fn cancels
--- timeouts, and only a fresh snapshot sees a pause that began while it ran
--- (_refuse_if_paused).
+-- For configure(paused => true): holds (28532, 4) to the commit, then waits
+-- for (28532, 3), at most 2 seconds, less under a statement_timeout below 4
+-- seconds (half of it, so that the pause itself still succeeds). After the
+-- wait, the backends that still hold (28532, 3) are named in a WARNING: their
+-- cancels, made before the pause, are kept if they commit. The SET clause
+-- keeps the lock_timeout of the wait inside this function.
+CREATE FUNCTION ordertimeout._wait_for_cancels_under_way()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '2s'
+AS $$
+DECLARE
+    v_statement_ms bigint := (SELECT s.setting::bigint FROM pg_settings AS s WHERE s.name = 'statement_timeout');
+    v_holders integer[];
+BEGIN
+    IF v_statement_ms > 0 AND v_statement_ms < 4000 THEN
+        PERFORM set_config('lock_timeout', greatest(v_statement_ms / 2, 1) || 'ms', true);
+    END IF;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(28532, 4);
+    EXCEPTION
+        WHEN lock_not_available THEN
+            -- Only a session that tried it and did not let it go (its backend
+            -- was interrupted in between) holds it this long.
+            RAISE WARNING 'paused, but advisory lock (28532, 4) is held by another session: timeout cancels can commit until this transaction does';
+    END;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(28532, 3);
+    EXCEPTION
+        WHEN lock_not_available THEN
+            SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
+            FROM pg_locks AS l
+            WHERE l.locktype = 'advisory'
+              AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+              AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
+              AND l.granted
+              AND l.pid <> pg_backend_pid();
+            -- None left: they have committed (or rolled back) meanwhile.
+            IF cardinality(v_holders) > 0 THEN
+                RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
+                    current_setting('lock_timeout'), array_to_string(v_holders, ', ');
+            END IF;
+    END;
+END
+$$;
+
+-- Raises OT154 under REPEATABLE READ or SERIALIZABLE: fn cancels timeouts,
+-- and only a fresh snapshot sees a pause that began while it ran
+-- (_refuse_if_paused). READ UNCOMMITTED is READ COMMITTED in PostgreSQL.
 CREATE FUNCTION ordertimeout._require_read_committed(fn text)
 RETURNS void
 LANGUAGE plpgsql
@@ -574,7 +652,7 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
+    IF current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN
         RAISE EXCEPTION '% must run in a READ COMMITTED transaction, not %: under an older snapshot it would not see a pause of timeout cancels',
             fn, upper(current_setting('transaction_isolation'))
             USING ERRCODE = 'OT154';

@@ -59,8 +59,9 @@ BEGIN
     PERFORM ordertimeout._check_max(sweep_due.max);
     PERFORM ordertimeout._require_read_committed('sweep_due');
     SELECT s.* INTO v_settings FROM ordertimeout.settings AS s;
-    -- Paused (configure(paused => true)): the timers stay, nothing is claimed.
-    IF v_settings.paused THEN
+    -- Paused (configure(paused => true)), or a pause not committed yet: the
+    -- timers stay, nothing is claimed.
+    IF v_settings.paused OR ordertimeout._pause_pending() THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
         RETURN;
     END IF;

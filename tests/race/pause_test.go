@@ -223,9 +223,10 @@ func TestPauseWaitsForCancelsUnderWay(t *testing.T) {
 
 // A sweep left open in a transaction after its cancels holds the pause for
 // at most 2 seconds: then the pause returns with a warning naming its
-// backend. Meanwhile a second sweep does not queue behind the waiting
-// pause: its cancels roll back at once (OT137). After the pause, sweeps
-// claim nothing; the open sweep's cancels are kept when it commits.
+// backend. Meanwhile another sweep does not queue behind the waiting pause:
+// it claims nothing, at once. A pause asked again while the open sweep's
+// cancels are still uncommitted waits and warns again; once they have
+// committed, it returns without a warning.
 func TestPauseWarnsOfASweepLeftOpenAndHoldsNoOneElse(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -248,22 +249,98 @@ func TestPauseWarnsOfASweepLeftOpenAndHoldsNoOneElse(t *testing.T) {
 	waitUntilQueued(ctx, t, pool, pauserPID, paused, "configure(paused => true), with a sweep left open,")
 
 	sctx, scancel := context.WithTimeout(ctx, time.Second)
-	_, err = second.Exec(sctx, `SELECT * FROM ordertimeout.sweep_due(1)`)
+	var claimed int
+	err = second.QueryRow(sctx, `SELECT claimed FROM ordertimeout.sweep_due()`).Scan(&claimed)
 	scancel()
-	require.Truef(t, sqlstate.Is(err, sqlstate.Paused), "a sweep while the pause waits: OT137 at once, got %v", err)
+	require.NoError(t, err, "a sweep while the pause waits returns at once")
+	require.Zero(t, claimed, "a pause is pending")
 
 	require.NoError(t, <-paused)
 	require.GreaterOrEqual(t, time.Since(start), 2*time.Second, "the pause waited its 2 seconds")
 	warnings := pauser.Warnings()
 	require.Len(t, warnings, 1)
-	require.Contains(t, warnings[0], "not committed after 2 seconds")
-	require.Contains(t, warnings[0], "backend pid "+strconv.Itoa(openPID))
+	require.Contains(t, warnings[0], "not committed after 2s")
+	require.Contains(t, warnings[0], "(backend pid "+strconv.Itoa(openPID)+")")
+
+	require.NoError(t, <-pauseAsync(ctx, pauser))
+	require.Len(t, pauser.Warnings(), 2, "asked again, the pause warns again: the cancels are still uncommitted")
+	require.Contains(t, pauser.Warnings()[1], "(backend pid "+strconv.Itoa(openPID)+")")
 
 	require.Zero(t, queryInt(ctx, t, pool, `SELECT claimed FROM ordertimeout.sweep_due()`), "paused")
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 1, queryInt(ctx, t, pool, `SELECT count(*)::int FROM ordertimeout.orders WHERE status = 'CANCELLED'`),
 		"the open sweep's cancel is kept when it commits, as the warning says")
 	require.Equal(t, 2, queryInt(ctx, t, pool, `SELECT count(*)::int FROM ordertimeout.orders WHERE status = 'PENDING'`))
+	require.NoError(t, <-pauseAsync(ctx, pauser))
+	require.Len(t, pauser.Warnings(), 2, "once they have committed, a pause asked again does not warn")
+}
+
+// A pause that warned and is not committed yet (its transaction is still
+// open) already stops every timeout cancel: a gateway check whose cancel
+// comes to the fence rolls back (OT137), a sweep claims nothing, and
+// plan_sleep plans the longest sleep. Before, the cancels of that window
+// passed the fence and committed.
+func TestAPauseNotCommittedYetStopsCancels(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pauseSetup(ctx, t)
+	url := pgtest.URL(t, pool)
+	open, other := connect(ctx, t, url), connect(ctx, t, url)
+	pauser := connectWithNotices(ctx, t, url)
+	version := queryInt(ctx, t, pool, `SELECT deadline_version FROM ordertimeout.orders WHERE order_id = 'p2'`)
+
+	tx, err := open.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
+	require.Equal(t, 1, queryInt(ctx, t, tx, `SELECT cancelled FROM ordertimeout.sweep_due(1)`))
+
+	ptx, err := pauser.Begin(ctx)
+	require.NoError(t, err)
+	defer ptx.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = ptx.Exec(ctx, `SELECT ordertimeout.configure(paused => true)`)
+	require.NoError(t, err)
+	require.Len(t, pauser.Warnings(), 1, "the open sweep held the pause 2 seconds")
+
+	_, err = other.Exec(ctx, `SELECT ordertimeout.cancel_checked('p2', $1)`, version)
+	require.Truef(t, sqlstate.Is(err, sqlstate.Paused), "a gateway check's cancel while the pause is uncommitted: OT137, got %v", err)
+	require.Zero(t, queryInt(ctx, t, other, `SELECT claimed FROM ordertimeout.sweep_due()`))
+	var sleep time.Duration
+	require.NoError(t, other.QueryRow(ctx,
+		`SELECT ordertimeout.plan_sleep(interval '1 minute') - clock_timestamp()`).Scan(&sleep))
+	require.Greater(t, sleep, 50*time.Second, "the longest sleep while a pause is pending")
+
+	require.NoError(t, ptx.Commit(ctx))
+	require.NoError(t, tx.Rollback(ctx))
+	for _, id := range []string{"p1", "p2", "p3"} {
+		require.Equal(t, "PENDING", status(ctx, t, pool, id), id)
+	}
+}
+
+// Under a statement_timeout shorter than its 2 seconds, a pause held up by
+// a sweep left open waits half of it, then warns: the pause itself is not
+// lost to the timeout.
+func TestPauseUnderAShortStatementTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pauseSetup(ctx, t)
+	url := pgtest.URL(t, pool)
+	open := connect(ctx, t, url)
+	pauser := connectWithNotices(ctx, t, url)
+
+	tx, err := open.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
+	require.Equal(t, 1, queryInt(ctx, t, tx, `SELECT cancelled FROM ordertimeout.sweep_due(1)`))
+
+	_, err = pauser.Exec(ctx, `SET statement_timeout = '1s'`)
+	require.NoError(t, err)
+	_, err = pauser.Exec(ctx, `SELECT ordertimeout.configure(paused => true)`)
+	require.NoError(t, err)
+	require.Len(t, pauser.Warnings(), 1)
+	require.Contains(t, pauser.Warnings()[0], "not committed after 500ms")
+	require.Equal(t, 1, queryInt(ctx, t, pool, `SELECT count(*)::int FROM ordertimeout.settings WHERE paused`))
 }
 
 // Under REPEATABLE READ or SERIALIZABLE a snapshot taken before a pause
@@ -276,6 +353,7 @@ func TestTimeoutCancelsRefuseAnOlderSnapshot(t *testing.T) {
 	pool := pauseSetup(ctx, t)
 	version := queryInt(ctx, t, pool, `SELECT deadline_version FROM ordertimeout.orders WHERE order_id = 'p1'`)
 	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
+		// READ UNCOMMITTED is READ COMMITTED in PostgreSQL: taken (below).
 		for _, call := range []struct {
 			sql  string
 			args []any
@@ -292,5 +370,9 @@ func TestTimeoutCancelsRefuseAnOlderSnapshot(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, queryInt(ctx, t, pool, `SELECT count(*)::int FROM ordertimeout.orders WHERE status = 'PENDING'`))
-	require.Equal(t, 3, queryInt(ctx, t, pool, `SELECT cancelled FROM ordertimeout.sweep_due()`), "READ COMMITTED sweeps")
+	var cancelled int
+	require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadUncommitted}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT cancelled FROM ordertimeout.sweep_due()`).Scan(&cancelled)
+	}))
+	require.Equal(t, 3, cancelled, "READ UNCOMMITTED, which is READ COMMITTED, sweeps")
 }

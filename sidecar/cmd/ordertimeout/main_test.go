@@ -769,7 +769,7 @@ func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
-	require.Contains(t, stderr.String(), "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2 seconds")
+	require.Contains(t, stderr.String(), "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2s")
 	require.Contains(t, stderr.String(), fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }

@@ -422,7 +422,7 @@ func TestPauseShowsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	a := site.do(t, http.MethodPost, "/console/settings/pause", operator,
 		url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
 	require.Equal(t, http.StatusOK, a.Status, a.Body)
-	require.Contains(t, a.Body, "Paused, with a warning from the database: paused, but timeout cancels made before the pause are still not committed after 2 seconds")
+	require.Contains(t, a.Body, "Paused, with a warning from the database: paused, but timeout cancels made before the pause are still not committed after 2s")
 	require.Contains(t, a.Body, fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }

@@ -414,10 +414,10 @@ func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Cont
 // actWarned is act on a connection of its own, and also returns the
 // warnings (RAISE WARNING) the server sent in the transaction: a pause warns
 // when timeout cancels made before it have not committed within its wait.
-// Only for actions as rare as a pause: it connects each time.
+// Only for actions as rare as a pause: it connects each time. When it cannot
+// connect (no connection left in an incident), it acts on the pool without
+// the warnings, which the server's log keeps.
 func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
 	var warnings []string
 	cc := h.cfg.Pool.Config().ConnConfig.Copy()
 	// Called by the connection's reader, within the calls below.
@@ -426,10 +426,15 @@ func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx contex
 			warnings = append(warnings, n.Message)
 		}
 	}
-	conn, err := pgx.ConnectConfig(ctx, cc)
+	cctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	conn, err := pgx.ConnectConfig(cctx, cc)
+	cancel()
 	if err != nil {
-		return nil, err
+		h.logger.Warn("console: no connection of its own for the action: acting on the pool, without the database's warnings", "error", err)
+		return nil, h.act(ctx, actor, f)
 	}
+	ctx, cancel = context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing is left to do with it
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {

@@ -67,3 +67,18 @@ func TestPauseStopsTimeoutsUntilResume(t *testing.T) {
 		return e.fake.Order("shop").Closes == 1, nil
 	})
 }
+
+// The sidecar sweeps in READ COMMITTED whatever the database's default:
+// under a default of REPEATABLE READ, sweep_due would refuse every sweep
+// (OT154, it would not see a pause).
+func TestSweepsUnderARepeatableReadDefault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, `DO $$ BEGIN
+		EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation = %L', current_database(), 'repeatable read');
+	END $$`)
+	s, _ := sidecartest.Start(t, e.config("s1"))
+	sidecartest.CreateOrder(t, e.db, "rr", 50*time.Millisecond, "")
+	sidecartest.WaitStatus(t, e.db, "rr", "CANCELLED", 10*time.Second)
+	require.Zero(t, s.Sweeper().Stats().Errors)
+}

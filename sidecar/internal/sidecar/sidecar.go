@@ -84,6 +84,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	}
 	// Every event this sidecar causes names it.
 	poolConfig.ConnConfig.RuntimeParams["ordertimeout.actor"] = "sidecar:" + cfg.Name
+	// sweep_due and cancel_checked refuse an older snapshot than READ
+	// COMMITTED's (OT154), whatever the database's default.
+	poolConfig.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	if poolConfig.ConnConfig.RuntimeParams["application_name"] == "" {
 		poolConfig.ConnConfig.RuntimeParams["application_name"] = ApplicationName(cfg.Name)
 	}
