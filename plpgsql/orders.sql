@@ -556,13 +556,11 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Tried at session level and let go at once: never held by a cancel, so
-    -- the pause never waits long for it.
-    IF pg_try_advisory_lock_shared(28532, 4) THEN
-        PERFORM pg_advisory_unlock_shared(28532, 4);
-        RETURN false;
-    END IF;
-    RETURN true;
+    -- Tried at session level and let go at once, so that a cancel never
+    -- holds it and the pause never waits long for it: in one expression,
+    -- where no interrupt (a statement timeout, a cancel) can come between
+    -- the two calls and leave the lock with the session.
+    RETURN NOT coalesce(pg_try_advisory_lock_shared(28532, 4) AND pg_advisory_unlock_shared(28532, 4), false);
 END
 $$;
 
