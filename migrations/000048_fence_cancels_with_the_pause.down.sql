@@ -14,15 +14,16 @@
 -- cancels after the pause had returned. Now a pause holds advisory lock
 -- (28532, 4) from its UPDATE to its commit, then takes (28532, 3)
 -- exclusively; sweep_due and cancel_checked, after their last lock wait, try
--- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once),
--- never waiting, and read the settings again: a pause begun or pending rolls
--- them back with OT137. So a pause waits for the cancels already past that
--- look, at most 2 seconds (half a shorter statement_timeout), then warns
--- naming the backends that still hold them; a pause asked again waits and
--- warns again. sweep_due claims nothing and plan_sleep sleeps the longest
--- while a pause is pending. Both functions refuse REPEATABLE READ and
--- SERIALIZABLE (OT154), whose snapshot would not show the pause. run_sweeper
--- takes OT137 as a sweep that claimed nothing.
+-- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once, in
+-- the same expression), never waiting, and read the settings again: a pause
+-- begun or pending rolls them back with OT137. So a pause waits for the
+-- cancels already past that look, 2 seconds in all (half a shorter
+-- statement_timeout), then warns naming the backends that still hold them; a
+-- pause asked again waits and warns again. While a pause is pending,
+-- sweep_due claims nothing and plan_sleep plans a second at most. Both
+-- functions refuse REPEATABLE READ and SERIALIZABLE (OT154), whose snapshot
+-- would not show the pause; run_sweeper sets READ COMMITTED after each of its
+-- commits, and takes OT137 as a sweep that claimed nothing.
 
 CREATE OR REPLACE FUNCTION ordertimeout.cancel_checked(
     order_id         text,
@@ -455,6 +456,7 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
     'claims up to max due timeouts (FOR UPDATE SKIP LOCKED) and cancels them in one transaction; also catches PENDING orders past cancel_at whose timer row or gateway-check job was lost, and re-queues lost payment checks of PAYING orders (at most every 10 s); a batch that is not full waits for no lock: an order whose row, stock or points another transaction holds is left, with its timer row, to the next call; returns claimed, cancelled, caught_by_sweep (lost timers found), checks (gateway checks queued), moot (timer rows that could no longer act), deferred (due orders left to the next call because another transaction held a lock their cancel needs; not in claimed)';
 
 DROP FUNCTION ordertimeout._require_read_committed(text);
+DROP FUNCTION ordertimeout._advisory_holders(integer);
 DROP FUNCTION ordertimeout._wait_for_cancels_under_way();
 DROP FUNCTION ordertimeout._refuse_if_paused();
 DROP FUNCTION ordertimeout._pause_pending();

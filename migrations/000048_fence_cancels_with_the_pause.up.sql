@@ -14,18 +14,19 @@
 -- cancels after the pause had returned. Now a pause holds advisory lock
 -- (28532, 4) from its UPDATE to its commit, then takes (28532, 3)
 -- exclusively; sweep_due and cancel_checked, after their last lock wait, try
--- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once),
--- never waiting, and read the settings again: a pause begun or pending rolls
--- them back with OT137. So a pause waits for the cancels already past that
--- look, at most 2 seconds (half a shorter statement_timeout), then warns
--- naming the backends that still hold them; a pause asked again waits and
--- warns again. sweep_due claims nothing and plan_sleep sleeps the longest
--- while a pause is pending. Both functions refuse REPEATABLE READ and
--- SERIALIZABLE (OT154), whose snapshot would not show the pause. run_sweeper
--- takes OT137 as a sweep that claimed nothing.
+-- (28532, 3) shared (held to their commit) and (28532, 4) (let go at once, in
+-- the same expression), never waiting, and read the settings again: a pause
+-- begun or pending rolls them back with OT137. So a pause waits for the
+-- cancels already past that look, 2 seconds in all (half a shorter
+-- statement_timeout), then warns naming the backends that still hold them; a
+-- pause asked again waits and warns again. While a pause is pending,
+-- sweep_due claims nothing and plan_sleep plans a second at most. Both
+-- functions refuse REPEATABLE READ and SERIALIZABLE (OT154), whose snapshot
+-- would not show the pause; run_sweeper sets READ COMMITTED after each of its
+-- commits, and takes OT137 as a sweep that claimed nothing.
 --
 -- New functions: _pause_pending, _refuse_if_paused,
---   _wait_for_cancels_under_way, _require_read_committed.
+--   _wait_for_cancels_under_way, _advisory_holders, _require_read_committed.
 -- Functions replaced: cancel_checked, configure, plan_sleep, run_sweeper,
 --   sweep_due.
 
@@ -81,37 +82,55 @@ SET lock_timeout = '2s'
 AS $$
 DECLARE
     v_statement_ms bigint := (SELECT s.setting::bigint FROM pg_settings AS s WHERE s.name = 'statement_timeout');
+    v_until timestamptz := clock_timestamp() + interval '2 seconds';
     v_holders integer[];
 BEGIN
     IF v_statement_ms > 0 AND v_statement_ms < 4000 THEN
+        v_until := clock_timestamp() + greatest(v_statement_ms / 2, 1) * interval '1 millisecond';
         PERFORM set_config('lock_timeout', greatest(v_statement_ms / 2, 1) || 'ms', true);
     END IF;
     BEGIN
         PERFORM pg_advisory_xact_lock(28532, 4);
     EXCEPTION
         WHEN lock_not_available THEN
-            -- Only a session that tried it and did not let it go (its backend
-            -- was interrupted in between) holds it this long.
-            RAISE WARNING 'paused, but advisory lock (28532, 4) is held by another session: timeout cancels can commit until this transaction does';
+            -- Only a session that kept it (see _pause_pending) holds it long.
+            v_holders := ordertimeout._advisory_holders(4);
+            IF cardinality(v_holders) > 0 THEN
+                RAISE WARNING 'paused, but advisory lock (28532, 4) is held by backend pid %: timeout cancels can commit until this transaction does',
+                    array_to_string(v_holders, ', ');
+            END IF;
     END;
+    PERFORM set_config('lock_timeout',
+                       greatest(floor(extract(epoch FROM v_until - clock_timestamp()) * 1000), 1)::bigint || 'ms', true);
     BEGIN
         PERFORM pg_advisory_xact_lock(28532, 3);
     EXCEPTION
         WHEN lock_not_available THEN
-            SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
-            FROM pg_locks AS l
-            WHERE l.locktype = 'advisory'
-              AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-              AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
-              AND l.granted
-              AND l.pid <> pg_backend_pid();
+            v_holders := ordertimeout._advisory_holders(3);
             -- None left: they have committed (or rolled back) meanwhile.
             IF cardinality(v_holders) > 0 THEN
                 RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
-                    current_setting('lock_timeout'), array_to_string(v_holders, ', ');
+                    CASE WHEN v_statement_ms > 0 AND v_statement_ms < 4000
+                         THEN greatest(v_statement_ms / 2, 1) || 'ms' ELSE '2s' END,
+                    array_to_string(v_holders, ', ');
             END IF;
     END;
 END
+$$;
+
+CREATE FUNCTION ordertimeout._advisory_holders(key integer)
+RETURNS integer[]
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(DISTINCT l.pid ORDER BY l.pid), '{}')
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory'
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+      AND l.classid = 28532 AND l.objid = _advisory_holders.key AND l.objsubid = 2
+      AND l.granted
+      AND l.pid <> pg_backend_pid()
 $$;
 
 CREATE FUNCTION ordertimeout._require_read_committed(fn text)
@@ -266,16 +285,20 @@ BEGIN
         RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, with no negative part, got %', plan_sleep.max_sleep
             USING ERRCODE = 'OT141';
     END IF;
-    -- While paused, or while a pause is being committed (sweep_due claims
-    -- nothing then), due timers are not worth waking for: sleep the longest.
+    -- While paused, due timers are not worth waking for: sleep the longest;
+    -- while a pause is being committed (sweep_due claims nothing then), a
+    -- second at most.
     -- Otherwise the earliest timer row, looked for among those due in the
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
     -- second is always planned from them all (a row due before the window
     -- is then due now: a sweep whose window is empty looks at every row).
-    IF (SELECT s.paused FROM ordertimeout.settings AS s) OR ordertimeout._pause_pending() THEN
+    IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
+    ELSIF ordertimeout._pause_pending() THEN
+        -- A pause that rolls back sends no wake-up: a second at most.
+        v_wake := v_now + least(plan_sleep.max_sleep, interval '1 second');
     ELSE
         v_scan_from := ordertimeout._scan_from(v_now);
         IF v_scan_from IS NOT NULL THEN
@@ -356,8 +379,13 @@ BEGIN
                    ELSE v_now + run_sweeper.duration
                END;
 
-    -- search_path and the lock belong to the transaction: each COMMIT below
-    -- is followed at once by pinning search_path again.
+    -- search_path, the lock and the isolation level belong to the
+    -- transaction: each COMMIT below is followed at once by READ COMMITTED
+    -- (sweep_due refuses an older snapshot, OT154, whatever the database's
+    -- default_transaction_isolation) and by pinning search_path again.
+    COMMIT;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     LOOP
         IF pg_catalog.pg_try_advisory_xact_lock(28532, 1) THEN
             -- Sleep holding only the lock (no row, no transaction id): the
@@ -379,6 +407,7 @@ BEGIN
             END;
             v_next := ordertimeout.next_due();
             COMMIT;
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
             -- A full batch: more is due, sweep again at once. Otherwise sleep
@@ -417,6 +446,7 @@ BEGIN
             PERFORM pg_catalog.pg_sleep(extract(epoch FROM v_wait)::double precision);
             EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
             COMMIT;
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             v_wait := interval '0';
         END IF;
@@ -583,4 +613,5 @@ COMMENT ON FUNCTION ordertimeout.sweep_due(integer) IS
 REVOKE ALL ON FUNCTION ordertimeout._pause_pending() FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._refuse_if_paused() FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._wait_for_cancels_under_way() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._advisory_holders(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._require_read_committed(text) FROM PUBLIC;

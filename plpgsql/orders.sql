@@ -593,11 +593,12 @@ END
 $$;
 
 -- For configure(paused => true): holds (28532, 4) to the commit, then waits
--- for (28532, 3), at most 2 seconds, less under a statement_timeout below 4
--- seconds (half of it, so that the pause itself still succeeds). After the
--- wait, the backends that still hold (28532, 3) are named in a WARNING: their
--- cancels, made before the pause, are kept if they commit. The SET clause
--- keeps the lock_timeout of the wait inside this function.
+-- for (28532, 3); both waits share one budget of 2 seconds (half the
+-- statement_timeout when that is shorter than 4 seconds, so that the pause
+-- itself is not lost to it). The backends that still hold a lock after it
+-- are named in a WARNING: the cancels of (28532, 3)'s holders, made before
+-- the pause, are kept if they commit. The SET clause keeps the lock_timeout
+-- of the waits inside this function.
 CREATE FUNCTION ordertimeout._wait_for_cancels_under_way()
 RETURNS void
 LANGUAGE plpgsql
@@ -607,37 +608,56 @@ SET lock_timeout = '2s'
 AS $$
 DECLARE
     v_statement_ms bigint := (SELECT s.setting::bigint FROM pg_settings AS s WHERE s.name = 'statement_timeout');
+    v_until timestamptz := clock_timestamp() + interval '2 seconds';
     v_holders integer[];
 BEGIN
     IF v_statement_ms > 0 AND v_statement_ms < 4000 THEN
+        v_until := clock_timestamp() + greatest(v_statement_ms / 2, 1) * interval '1 millisecond';
         PERFORM set_config('lock_timeout', greatest(v_statement_ms / 2, 1) || 'ms', true);
     END IF;
     BEGIN
         PERFORM pg_advisory_xact_lock(28532, 4);
     EXCEPTION
         WHEN lock_not_available THEN
-            -- Only a session that tried it and did not let it go (its backend
-            -- was interrupted in between) holds it this long.
-            RAISE WARNING 'paused, but advisory lock (28532, 4) is held by another session: timeout cancels can commit until this transaction does';
+            -- Only a session that kept it (see _pause_pending) holds it long.
+            v_holders := ordertimeout._advisory_holders(4);
+            IF cardinality(v_holders) > 0 THEN
+                RAISE WARNING 'paused, but advisory lock (28532, 4) is held by backend pid %: timeout cancels can commit until this transaction does',
+                    array_to_string(v_holders, ', ');
+            END IF;
     END;
+    PERFORM set_config('lock_timeout',
+                       greatest(floor(extract(epoch FROM v_until - clock_timestamp()) * 1000), 1)::bigint || 'ms', true);
     BEGIN
         PERFORM pg_advisory_xact_lock(28532, 3);
     EXCEPTION
         WHEN lock_not_available THEN
-            SELECT coalesce(array_agg(l.pid ORDER BY l.pid), '{}') INTO v_holders
-            FROM pg_locks AS l
-            WHERE l.locktype = 'advisory'
-              AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-              AND l.classid = 28532 AND l.objid = 3 AND l.objsubid = 2
-              AND l.granted
-              AND l.pid <> pg_backend_pid();
+            v_holders := ordertimeout._advisory_holders(3);
             -- None left: they have committed (or rolled back) meanwhile.
             IF cardinality(v_holders) > 0 THEN
                 RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
-                    current_setting('lock_timeout'), array_to_string(v_holders, ', ');
+                    CASE WHEN v_statement_ms > 0 AND v_statement_ms < 4000
+                         THEN greatest(v_statement_ms / 2, 1) || 'ms' ELSE '2s' END,
+                    array_to_string(v_holders, ', ');
             END IF;
     END;
 END
+$$;
+
+-- The other backends that hold advisory lock (28532, key) in this database.
+CREATE FUNCTION ordertimeout._advisory_holders(key integer)
+RETURNS integer[]
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(DISTINCT l.pid ORDER BY l.pid), '{}')
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory'
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+      AND l.classid = 28532 AND l.objid = _advisory_holders.key AND l.objsubid = 2
+      AND l.granted
+      AND l.pid <> pg_backend_pid()
 $$;
 
 -- Raises OT154 under REPEATABLE READ or SERIALIZABLE: fn cancels timeouts,

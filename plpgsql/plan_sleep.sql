@@ -21,16 +21,20 @@ BEGIN
         RAISE EXCEPTION 'max_sleep must be between 0 and 1 hour, with no negative part, got %', plan_sleep.max_sleep
             USING ERRCODE = 'OT141';
     END IF;
-    -- While paused, or while a pause is being committed (sweep_due claims
-    -- nothing then), due timers are not worth waking for: sleep the longest.
+    -- While paused, due timers are not worth waking for: sleep the longest;
+    -- while a pause is being committed (sweep_due claims nothing then), a
+    -- second at most.
     -- Otherwise the earliest timer row, looked for among those due in the
     -- last seconds when sweep_due may look there only (_scan_from, whose
     -- comment says why); when that finds nothing within a second, every
     -- timer row is looked at (next_due), so that a sleep longer than a
     -- second is always planned from them all (a row due before the window
     -- is then due now: a sweep whose window is empty looks at every row).
-    IF (SELECT s.paused FROM ordertimeout.settings AS s) OR ordertimeout._pause_pending() THEN
+    IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_sleep.max_sleep;
+    ELSIF ordertimeout._pause_pending() THEN
+        -- A pause that rolls back sends no wake-up: a second at most.
+        v_wake := v_now + least(plan_sleep.max_sleep, interval '1 second');
     ELSE
         v_scan_from := ordertimeout._scan_from(v_now);
         IF v_scan_from IS NOT NULL THEN

@@ -81,8 +81,13 @@ BEGIN
                    ELSE v_now + run_sweeper.duration
                END;
 
-    -- search_path and the lock belong to the transaction: each COMMIT below
-    -- is followed at once by pinning search_path again.
+    -- search_path, the lock and the isolation level belong to the
+    -- transaction: each COMMIT below is followed at once by READ COMMITTED
+    -- (sweep_due refuses an older snapshot, OT154, whatever the database's
+    -- default_transaction_isolation) and by pinning search_path again.
+    COMMIT;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     LOOP
         IF pg_catalog.pg_try_advisory_xact_lock(28532, 1) THEN
             -- Sleep holding only the lock (no row, no transaction id): the
@@ -104,6 +109,7 @@ BEGIN
             END;
             v_next := ordertimeout.next_due();
             COMMIT;
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
             -- A full batch: more is due, sweep again at once. Otherwise sleep
@@ -142,6 +148,7 @@ BEGIN
             PERFORM pg_catalog.pg_sleep(extract(epoch FROM v_wait)::double precision);
             EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
             COMMIT;
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             v_wait := interval '0';
         END IF;

@@ -305,3 +305,23 @@ func countSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.
 	})
 	return calls
 }
+
+// TestRunSweeperUnderARepeatableReadDefault: run_sweeper sweeps in READ
+// COMMITTED whatever the database's default_transaction_isolation; under
+// REPEATABLE READ sweep_due would refuse every sweep (OT154, it would not see
+// a pause) and the run would fail.
+func TestRunSweeperUnderARepeatableReadDefault(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	_, err := db.Exec(ctx, `DO $$ BEGIN
+		EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation = %L', current_database(), 'repeatable read');
+	END $$`)
+	require.NoError(t, err)
+	const n = 20
+	createDue(t, ctx, db, "rr-", n, 100*time.Millisecond, 300*time.Millisecond)
+	r := callSweeper(ctx, pgtest.URL(t, db), "duration => interval '1 second'", make(chan struct{}, 1), closed())
+	require.NoError(t, r.err)
+	checkCancelledOnce(t, ctx, db, "rr-", n, 0)
+}

@@ -278,8 +278,9 @@ func TestPauseWarnsOfASweepLeftOpenAndHoldsNoOneElse(t *testing.T) {
 // A pause that warned and is not committed yet (its transaction is still
 // open) already stops every timeout cancel: a gateway check whose cancel
 // comes to the fence rolls back (OT137), a sweep claims nothing, and
-// plan_sleep plans the longest sleep. Before, the cancels of that window
-// passed the fence and committed.
+// plan_sleep plans a sleep of a second (not max_sleep: a pause that rolls
+// back sends no wake-up). Before, the cancels of that window passed the
+// fence and committed.
 func TestAPauseNotCommittedYetStopsCancels(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -308,7 +309,8 @@ func TestAPauseNotCommittedYetStopsCancels(t *testing.T) {
 	var sleep time.Duration
 	require.NoError(t, other.QueryRow(ctx,
 		`SELECT ordertimeout.plan_sleep(interval '1 minute') - clock_timestamp()`).Scan(&sleep))
-	require.Greater(t, sleep, 50*time.Second, "the longest sleep while a pause is pending")
+	require.Greater(t, sleep, 500*time.Millisecond, "a long sleep while a pause is pending")
+	require.LessOrEqual(t, sleep, time.Second, "a second at most: a pause that rolls back sends no wake-up")
 
 	require.NoError(t, ptx.Commit(ctx))
 	require.NoError(t, tx.Rollback(ctx))
@@ -375,4 +377,35 @@ func TestTimeoutCancelsRefuseAnOlderSnapshot(t *testing.T) {
 		return tx.QueryRow(ctx, `SELECT cancelled FROM ordertimeout.sweep_due()`).Scan(&cancelled)
 	}))
 	require.Equal(t, 3, cancelled, "READ UNCOMMITTED, which is READ COMMITTED, sweeps")
+}
+
+// Both of the pause's waits share its 2 seconds: with (28532, 4) held by a
+// session that kept it and a sweep left open holding (28532, 3), the pause
+// returns after about 2 seconds, not 4, and names both backends.
+func TestPauseWaitsTwoSecondsInAll(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pauseSetup(ctx, t)
+	url := pgtest.URL(t, pool)
+	keeper, open := connect(ctx, t, url), connect(ctx, t, url)
+	pauser := connectWithNotices(ctx, t, url)
+	keeperPID, openPID := backendPID(ctx, t, keeper), backendPID(ctx, t, open)
+
+	_, err := keeper.Exec(ctx, `SELECT pg_advisory_lock_shared(28532, 4)`)
+	require.NoError(t, err)
+	tx, err := open.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // the test's end
+	require.Equal(t, 1, queryInt(ctx, t, tx, `SELECT cancelled FROM ordertimeout.sweep_due(1)`))
+
+	start := time.Now()
+	_, err = pauser.Exec(ctx, `SELECT ordertimeout.configure(paused => true)`)
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Less(t, took, 3*time.Second, "one budget of 2 seconds for both waits")
+	warnings := pauser.Warnings()
+	require.Len(t, warnings, 2)
+	require.Contains(t, warnings[0], "advisory lock (28532, 4) is held by backend pid "+strconv.Itoa(keeperPID))
+	require.Contains(t, warnings[1], "(backend pid "+strconv.Itoa(openPID)+")")
 }

@@ -426,3 +426,32 @@ func TestPauseShowsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	require.Contains(t, a.Body, fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }
+
+// When the console cannot open a connection of its own for a pause (none
+// left in an incident; here the database refuses new ones), it pauses on its
+// pool and says that it could not read the database's warnings, instead of
+// the plain redirect.
+func TestPauseSaysWhenItCouldNotReadTheWarnings(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	token := site.token(t, operator) // also leaves the pool a connection
+	// From another database: PostgreSQL refuses it from the one it closes.
+	cc, err := pgx.ParseConfig(pgtest.URL(t, s.DB))
+	require.NoError(t, err)
+	name := cc.Database
+	cc.Database = "postgres"
+	admin, err := pgx.ConnectConfig(bg, cc)
+	require.NoError(t, err)
+	defer admin.Close(bg) //nolint:errcheck // the test's end
+	allow := func(b bool) {
+		_, err := admin.Exec(bg, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS %t", pgx.Identifier{name}.Sanitize(), b))
+		require.NoError(t, err)
+	}
+	allow(false)
+	defer allow(true)
+	a := site.do(t, http.MethodPost, "/console/settings/pause", operator,
+		url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Contains(t, a.Body, "Paused, but the console could not open a connection of its own to read the database&#39;s warnings")
+	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
+}

@@ -415,10 +415,10 @@ func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Cont
 // warnings (RAISE WARNING) the server sent in the transaction: a pause warns
 // when timeout cancels made before it have not committed within its wait.
 // Only for actions as rare as a pause: it connects each time. When it cannot
-// connect (no connection left in an incident), it acts on the pool without
-// the warnings, which the server's log keeps.
-func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) ([]string, error) {
-	var warnings []string
+// connect (no connection left in an incident), it acts on the pool, and
+// unread says that the warnings, which the server's log keeps, could not be
+// read.
+func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) (warnings []string, unread bool, err error) {
 	cc := h.cfg.Pool.Config().ConnConfig.Copy()
 	// Called by the connection's reader, within the calls below.
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
@@ -431,7 +431,7 @@ func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx contex
 	cancel()
 	if err != nil {
 		h.logger.Warn("console: no connection of its own for the action: acting on the pool, without the database's warnings", "error", err)
-		return nil, h.act(ctx, actor, f)
+		return nil, true, h.act(ctx, actor, f)
 	}
 	ctx, cancel = context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -442,7 +442,7 @@ func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx contex
 		}
 		return f(ctx, tx)
 	})
-	return warnings, err
+	return warnings, false, err
 }
 
 // pause switches the pause with configure(paused => ...), which only
@@ -473,7 +473,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var other pauseShown
-	warnings, err := h.actWarned(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
+	warnings, unread, err := h.actWarned(r.Context(), "console:"+u.Name, func(ctx context.Context, tx pgx.Tx) error {
 		// configure locks the settings row; on a resume it keeps paused_at.
 		err := tx.QueryRow(ctx, `SELECT paused_at, paused_by FROM ordertimeout.configure(paused => $1)`, paused).
 			Scan(&other.At, &other.By)
@@ -509,10 +509,16 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Warn("console: pause switched", "user", u.Name, "paused", paused)
-	if len(warnings) > 0 {
+	switch {
+	case len(warnings) > 0:
 		h.logger.Warn("console: pause warned", "user", u.Name, "warning", strings.Join(warnings, "; "))
 		h.renderSettings(w, r, http.StatusOK, page{Title: "Settings",
 			Error: "Paused, with a warning from the database: " + strings.Join(warnings, "; ") + "."})
+		return
+	case paused && unread:
+		h.renderSettings(w, r, http.StatusOK, page{Title: "Settings",
+			Error: "Paused, but the console could not open a connection of its own to read the database's warnings: " +
+				"run `ordertimeout pause` to learn whether timeout cancels made before the pause are still uncommitted."})
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("%ssettings?paused=%t", Prefix, paused), http.StatusSeeOther)
