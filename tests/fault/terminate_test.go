@@ -80,7 +80,15 @@ func TestTerminateConnections(t *testing.T) {
 	e.check(0, outcome.Expect{Created: ids("t", orders), Cancelled: ids("t", orders), Settled: true})
 
 	// The wake-up LISTEN works: an order due in 300 ms is cancelled well
-	// before the 5 s sleep would end.
+	// before the 5 s sleep would end. create_order notifies only when the
+	// order is due before the sweeper's planned wake-up: wait until the
+	// sweeper sleeps for more than a second, else a wake-up it had planned
+	// anyway could cancel the order on time without a NOTIFY (seen once in
+	// CI: lateness 5 ms, no wake-up received).
+	eventually(t, 30*time.Second, "the sweeper asleep for more than a second", func() bool {
+		return e.count(`SELECT count(*) FROM ordertimeout.sweep_state
+		                 WHERE wake_at > clock_timestamp() + interval '1 second'`) == 1
+	})
 	wakeups := s.metrics(t).Sum("ordertimeout_sweep_wakeups_total")
 	e.createOrder("t-wake", 300*time.Millisecond, "")
 	e.waitStatus("t-wake", "CANCELLED", 10*time.Second)
