@@ -94,7 +94,8 @@ type Config struct {
 
 	// Sequence injects each kind of Faults once, in order, instead of
 	// drawing at random until Duration ends; orders are produced until
-	// Duration has passed and the last fault is over.
+	// Duration has passed, the last fault is over, and a second's worth of
+	// orders (Rate) has been created since.
 	Sequence bool
 
 	// FaultEvery is the mean pause between two faults (drawn between half
@@ -413,6 +414,7 @@ func (r *run) soak(ctx context.Context) *Report {
 		case <-faultsDone:
 		case <-ctx.Done():
 		}
+		r.produceAfterLastFault(ctx)
 	}
 	stopProducing()
 	<-produced
@@ -632,6 +634,29 @@ func (r *run) progressf(format string, args ...any) {
 }
 
 // sleep waits for d or the end of ctx; it reports whether d passed.
+// produceAfterLastFault lets production go on, in sequence, until a
+// second's worth of orders (Rate) has been created since the last fault was
+// over, or ctx ends: a last fault that ends after Duration would otherwise
+// stop production at once, and nothing would show that orders are created
+// and worked after it.
+func (r *run) produceAfterLastFault(ctx context.Context) {
+	r.mu.Lock()
+	var after int64
+	if n := len(r.faults); n > 0 {
+		after = r.faults[n-1].CreatedAfter
+	}
+	r.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for r.ledger.createdCount() < after+int64(max(r.cfg.Rate, 1)) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
