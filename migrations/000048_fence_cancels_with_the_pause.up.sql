@@ -52,15 +52,16 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_free      boolean;
     v_paused_at timestamptz;
 BEGIN
     -- (28532, 3) first, then (28532, 4), then the settings: the order the
     -- comment above relies on.
-    IF NOT pg_try_advisory_xact_lock_shared(28532, 3) THEN
-        RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
-            USING ERRCODE = 'OT137';
+    v_free := pg_try_advisory_xact_lock_shared(28532, 3);
+    IF v_free THEN
+        v_free := NOT ordertimeout._pause_pending();
     END IF;
-    IF ordertimeout._pause_pending() THEN
+    IF NOT v_free THEN
         RAISE EXCEPTION 'timeout cancels are being paused: this call''s cancels are rolled back and its timers stay'
             USING ERRCODE = 'OT137';
     END IF;
@@ -82,13 +83,15 @@ SET lock_timeout = '2s'
 AS $$
 DECLARE
     v_statement_ms bigint := (SELECT s.setting::bigint FROM pg_settings AS s WHERE s.name = 'statement_timeout');
-    v_until timestamptz := clock_timestamp() + interval '2 seconds';
+    v_budget_ms bigint := 2000;
+    v_until timestamptz;
     v_holders integer[];
 BEGIN
     IF v_statement_ms > 0 AND v_statement_ms < 4000 THEN
-        v_until := clock_timestamp() + greatest(v_statement_ms / 2, 1) * interval '1 millisecond';
-        PERFORM set_config('lock_timeout', greatest(v_statement_ms / 2, 1) || 'ms', true);
+        v_budget_ms := greatest(v_statement_ms / 2, 1);
     END IF;
+    v_until := clock_timestamp() + v_budget_ms * interval '1 millisecond';
+    PERFORM set_config('lock_timeout', v_budget_ms || 'ms', true);
     BEGIN
         PERFORM pg_advisory_xact_lock(28532, 4);
     EXCEPTION
@@ -110,8 +113,7 @@ BEGIN
             -- None left: they have committed (or rolled back) meanwhile.
             IF cardinality(v_holders) > 0 THEN
                 RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
-                    CASE WHEN v_statement_ms > 0 AND v_statement_ms < 4000
-                         THEN greatest(v_statement_ms / 2, 1) || 'ms' ELSE '2s' END,
+                    CASE WHEN v_budget_ms = 2000 THEN '2s' ELSE v_budget_ms || 'ms' END,
                     array_to_string(v_holders, ', ');
             END IF;
     END;

@@ -403,7 +403,14 @@ func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, r
 func (h *Handler) act(ctx context.Context, actor string, f func(ctx context.Context, tx pgx.Tx) error) error {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	return pgx.BeginFunc(ctx, h.cfg.Pool, func(tx pgx.Tx) error {
+	return asActor(ctx, h.cfg.Pool, actor, f)
+}
+
+// asActor runs f in a transaction of db whose ordertimeout.actor is actor.
+func asActor(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, actor string, f func(ctx context.Context, tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
 			return fmt.Errorf("set actor: %w", err)
 		}
@@ -436,12 +443,7 @@ func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx contex
 	ctx, cancel = context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing is left to do with it
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('ordertimeout.actor', $1, true)`, actor); err != nil {
-			return fmt.Errorf("set actor: %w", err)
-		}
-		return f(ctx, tx)
-	})
+	err = asActor(ctx, conn, actor, f)
 	return warnings, false, err
 }
 
