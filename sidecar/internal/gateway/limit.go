@@ -127,6 +127,13 @@ func (l *Limited) Occupy(n int) {
 	}
 }
 
+// Refill is how long the bucket takes to fill from empty: Burst tokens at
+// the rate. Calls on tokens reserved ahead (Ticket) that go out up to that
+// late bunch no more than a full bucket sends at once.
+func (l *Limited) Refill() time.Duration {
+	return time.Duration(float64(l.Limiter.Burst()) / float64(l.Limiter.Limit()) * float64(time.Second))
+}
+
 // Ticket lets a call keep a token reserved ahead instead of giving it back,
 // so that a backlog drains at the rate with a few job runs per call instead
 // of every throttled job asking again every couple of seconds. A caller

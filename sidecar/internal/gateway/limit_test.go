@@ -118,6 +118,10 @@ func TestLimitedThrottles(t *testing.T) {
 	l2, err := gateway.NewLimited(&gateway.Client{BaseURL: srv.URL}, 2.5, 0)
 	require.NoError(t, err)
 	require.Equal(t, 3, l2.Limiter.Burst(), "burst 0 is the rate rounded up")
+	require.Equal(t, 1200*time.Millisecond, l2.Refill(), "3 tokens at 2.5 a second")
+	l3, err := gateway.NewLimited(&gateway.Client{BaseURL: srv.URL}, 10, 1)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, l3.Refill())
 }
 
 // With a Ticket in its context, a call whose token is further than MaxWait

@@ -140,6 +140,12 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		Logger:            logger,
 		Outcome:           m.Outcome,
 	}
+	if s.limited != nil {
+		// A job back for its held token within a full bucket's refill is
+		// within what the limit lets through at once; one River's fetch
+		// normally delays keeps its token (worker.Deps.SlotGrace).
+		s.deps.SlotGrace = max(s.limited.Refill(), 2*(cfg.FetchPollInterval+cfg.FetchCooldown))
+	}
 	if err := worker.Register(workers, s.deps); err != nil {
 		return err
 	}

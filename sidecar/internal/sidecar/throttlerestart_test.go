@@ -20,7 +20,10 @@ import (
 // of the held tokens: twice the rate until they had passed. And the tokens
 // that came due while no sidecar ran (here the second the restart takes)
 // are not sent late all at once on top of the rate: their jobs reserve new
-// ones.
+// ones. Nor are the tokens that come due while the new process starts (its
+// snoozed jobs wait, for instance, for its River leader's first scheduler
+// pass): their jobs come back late together, and only those within the
+// grace (here 100 ms, the limit's refill) use their token.
 func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
 	t.Parallel()
 	const (
@@ -58,10 +61,11 @@ func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
 		return n+int64(e.fake.Stats().Closes) >= before, nil
 	})
 	stop()
+	down := time.Now()
 	sent := e.fake.Stats().Closes
 	require.Less(t, sent, before/2, "most of the backlog is still to send after the restart")
 	// A second of the old schedule passes with no sidecar: its tokens are
-	// due, and within the grace a job has to use its token late.
+	// due before the new process starts.
 	sidecartest.Eventually(t, 30*time.Second, "a second of held tokens due", func() (bool, error) {
 		n := sidecartest.Int(t, e.db, `SELECT count(*) FROM river_job
 			WHERE kind = 'ordertimeout_gateway_close'
@@ -72,6 +76,7 @@ func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
 	for i := range after {
 		failed(fmt.Sprintf("B%d", i))
 	}
+	restart := time.Since(down)
 	config("s2")
 	sidecartest.Eventually(t, 120*time.Second, "every close sent", func() (bool, error) {
 		return e.fake.Stats().Closes >= before+after, nil
@@ -90,14 +95,18 @@ func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
 	// sent later than its token (a job fetched late) brings the next one
 	// closer, so a quarter more is allowed. Without the held tokens taken
 	// out of the new process's limit, the busiest 2 s held 50; with them
-	// taken but the late ones still used, 30.
+	// taken but the late ones still used, 30; with the tokens due before
+	// the start refused but a grace of 1 s for those due while it started,
+	// 27 to 30 on a loaded machine.
 	most := int(rate*window.Seconds()*5/4) + burst
-	t.Logf("%d closes before the restart, %d after; busiest %v: %d closes, from %v after the first (at most %d allowed)",
-		sent, before+after-sent, window, busiest, at.Sub(closes[0]).Round(time.Millisecond), most)
-	require.LessOrEqual(t, busiest, most, "closes in the busiest %v", window)
-	// And no slower than the rate: the tokens taken at the start are those
-	// the old process's jobs still held, no more.
 	span := closes[len(closes)-1].Sub(closes[0])
-	ideal := time.Duration(float64(before+after-burst) / rate * float64(time.Second))
+	t.Logf("%d closes before the restart, %d after, in %v (%v without a sidecar); busiest %v: %d closes, from %v after the first (at most %d allowed)",
+		sent, before+after-sent, span.Round(time.Millisecond), restart.Round(time.Millisecond), window, busiest, at.Sub(closes[0]).Round(time.Millisecond), most)
+	require.LessOrEqual(t, busiest, most, "closes in the busiest %v", window)
+	// And no slower than the rate, but for the restart: the tokens taken at
+	// the start are those the old process's jobs still held, no more. The
+	// tokens of the second (or more) without a sidecar are lost, and so
+	// are those the new process's jobs come back for too late.
+	ideal := time.Duration(float64(before+after-burst)/rate*float64(time.Second)) + restart
 	require.LessOrEqual(t, span, ideal*5/4, "the closes drain at about the rate across the restart (ideal %v)", ideal)
 }

@@ -22,10 +22,10 @@ import (
 // since its last pass (internal/jobexecutor's reportResult).
 const riverSchedulerInterval = 5 * time.Second
 
-// slotGrace is how late a job may come back for the token it reserved and
-// still use it. A job later than that (a River leader lost for a while)
-// reserves another token: the late one is not sent on top of the rate.
-const slotGrace = time.Second
+// MaxSlotGrace is how late a job may come back for the token it reserved
+// and still use it when Deps.SlotGrace is zero, and the most it may be set
+// to.
+const MaxSlotGrace = time.Second
 
 // slotKey is the key of the job's metadata that holds its reserved token.
 const slotKey = "ordertimeout_gateway_slot"
@@ -52,20 +52,38 @@ type gatewaySlot struct {
 // takes the tokens still to come out of its own rate limit
 // (ReservedGatewayTokens, gateway.Limited.Occupy), so that the held tokens
 // and its own calls together keep the rate; a token that came due before it
-// started is not used (Deps.SlotsFrom): sent late, all at once, such tokens
-// would go out on top of the rate.
+// started is not used (Deps.SlotsFrom), nor one its job comes back for more
+// than Deps.SlotGrace late: sent late, all at once, such tokens would go out
+// on top of the rate.
 func (d *Deps) gatewayTicket(ctx context.Context, job *rivertype.JobRow) context.Context {
 	t := &gateway.Ticket{}
-	var meta map[string]json.RawMessage
-	var slot gatewaySlot
-	if json.Unmarshal(job.Metadata, &meta) == nil && meta[slotKey] != nil &&
-		json.Unmarshal(meta[slotKey], &slot) == nil &&
-		slot.Attempt == job.Attempt && slot.Snoozes == snoozes(job) && !slot.At.Before(d.SlotsFrom) {
-		if left := slot.At.Sub(d.now()); left >= -slotGrace {
-			t.Held, t.Due = true, time.Now().Add(left)
-		}
+	if left, ok := heldSlot(job, d.now(), d.SlotsFrom, d.slotGrace()); ok {
+		t.Held, t.Due = true, time.Now().Add(left)
 	}
 	return gateway.WithTicket(ctx, t)
+}
+
+// heldSlot returns how long from now the token job reserved in its last
+// run is due, if the job may use it: the slot is for this run (attempt and
+// snoozes), was not due before slotsFrom, and is at most grace past.
+func heldSlot(job *rivertype.JobRow, now, slotsFrom time.Time, grace time.Duration) (time.Duration, bool) {
+	var meta map[string]json.RawMessage
+	var slot gatewaySlot
+	if json.Unmarshal(job.Metadata, &meta) != nil || meta[slotKey] == nil ||
+		json.Unmarshal(meta[slotKey], &slot) != nil ||
+		slot.Attempt != job.Attempt || slot.Snoozes != snoozes(job) || slot.At.Before(slotsFrom) {
+		return 0, false
+	}
+	left := slot.At.Sub(now)
+	return left, left >= -grace
+}
+
+// slotGrace is Deps.SlotGrace, or MaxSlotGrace if it is zero or more.
+func (d *Deps) slotGrace() time.Duration {
+	if d.SlotGrace <= 0 || d.SlotGrace > MaxSlotGrace {
+		return MaxSlotGrace
+	}
+	return d.SlotGrace
 }
 
 // keepSlot records on the running job the token the rate limit reserved

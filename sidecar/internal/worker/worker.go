@@ -88,6 +88,18 @@ type Deps struct {
 	// tokens would go out on top of the rate. Set it before River starts.
 	SlotsFrom time.Time
 
+	// SlotGrace is how late a job may come back for the gateway token it
+	// holds and still use it; a later job reserves another token, after
+	// the others. Jobs come back late together when River's leader was
+	// missing for a while (a restart: the snoozed jobs wait for the new
+	// leader's first scheduler pass), and their tokens, sent at once, go
+	// out on top of the rate: as many as the rate makes in SlotGrace. Set
+	// it to what the rate limit lets through at once (gateway.Limited's
+	// Refill), but not below how late a job normally comes (about River's
+	// fetch poll interval), or every such job wastes its token. If zero, or
+	// more than MaxSlotGrace, MaxSlotGrace.
+	SlotGrace time.Duration
+
 	// ReconcileOverlap and ReconcileLookback tune ReconcileWorker; if zero,
 	// DefaultReconcileOverlap and DefaultReconcileLookback.
 	ReconcileOverlap  time.Duration
