@@ -18,7 +18,7 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
-	if errors.Is(err, errNeedsPerson) {
+	if _, ok := errors.AsType[needsPerson](err); ok {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
 		os.Exit(2)
 	}
@@ -27,6 +27,13 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// needsPerson is the error of a command that did its work, but whose result
+// a person must look at (see the report or the warning it printed): the
+// command exits 2, not 1.
+type needsPerson string
+
+func (e needsPerson) Error() string { return string(e) }
 
 const usage = `Usage: ordertimeout <subcommand> [flags]
 

@@ -767,9 +767,12 @@ func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	var exit *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &exit, "stderr: %s", stderr.String())
+	require.Equal(t, 2, exit.ExitCode(), "paused, but a person must look: exit status 2")
 	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
 	require.Contains(t, stderr.String(), "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2s")
+	require.Contains(t, stderr.String(), "ordertimeout: pause: paused, but timeout cancels made before the pause may still commit")
 	require.Contains(t, stderr.String(), fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }

@@ -21,7 +21,8 @@ confirmations and conflicts go on, and an order the buyer or the shop cancels
 in the shop's payment callbacks, when a timeout would cancel orders that are
 paid. pause returns once the timeout cancels already under way have
 committed; it waits at most 2 seconds for them, then warns, naming the
-backends whose transactions still hold some. resume lets the sweepers drain
+backends whose transactions still hold some, and exits 2: those cancels
+commit if those transactions do. resume lets the sweepers drain
 the backlog at once; each cancel of an order that came due during the pause
 records its lateness and that it waited for the pause. Both call
 ordertimeout.configure(paused => ...) as --actor.`
@@ -47,8 +48,10 @@ func pauseCmd(ctx context.Context, args []string, paused bool) error {
 	}
 	// configure warns when timeout cancels made before the pause have not
 	// committed within its wait: say so.
+	warned := false
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if n.SeverityUnlocalized == "WARNING" {
+			warned = true
 			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, n.Message)
 		}
 	}
@@ -82,6 +85,9 @@ func pauseCmd(ctx context.Context, args []string, paused bool) error {
 	case now && pausedAt != nil:
 		fmt.Printf("paused: no timeout cancels since %s (by %s); resume with 'ordertimeout resume'\n",
 			pausedAt.UTC().Format(time.RFC3339), deref(by))
+		if warned {
+			return needsPerson(name + ": paused, but timeout cancels made before the pause may still commit (see the warning)")
+		}
 	case !now:
 		fmt.Println("running: timeout cancels resumed; the sweepers drain the backlog now")
 	default:

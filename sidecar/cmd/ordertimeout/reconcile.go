@@ -44,7 +44,7 @@ missing_at_gateway). Exit status: 0 nothing needs a person, 2 some rows do
 (the file was applied, unless --dry-run), 1 an error (nothing was applied).`
 
 // errNeedsPerson makes the command exit 2: applied, but rows need a person.
-var errNeedsPerson = errors.New("reconcile: rows need a person (see the report)")
+var errNeedsPerson error = needsPerson("reconcile: rows need a person (see the report)")
 
 func reconcileCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var (
