@@ -130,8 +130,13 @@ func (l *Limited) Occupy(n int) {
 // Refill is how long the bucket takes to fill from empty: Burst tokens at
 // the rate. Calls on tokens reserved ahead (Ticket) that go out up to that
 // late bunch no more than a full bucket sends at once.
+// It saturates at the longest Duration (a tiny rate).
 func (l *Limited) Refill() time.Duration {
-	return time.Duration(float64(l.Limiter.Burst()) / float64(l.Limiter.Limit()) * float64(time.Second))
+	ns := float64(l.Limiter.Burst()) / float64(l.Limiter.Limit()) * float64(time.Second)
+	if !(ns < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
 
 // Ticket lets a call keep a token reserved ahead instead of giving it back,

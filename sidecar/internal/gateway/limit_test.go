@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -122,6 +123,9 @@ func TestLimitedThrottles(t *testing.T) {
 	l3, err := gateway.NewLimited(&gateway.Client{BaseURL: srv.URL}, 10, 1)
 	require.NoError(t, err)
 	require.Equal(t, 100*time.Millisecond, l3.Refill())
+	l4, err := gateway.NewLimited(&gateway.Client{BaseURL: srv.URL}, 1e-12, 1000000)
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(math.MaxInt64), l4.Refill(), "saturates, never wraps")
 }
 
 // With a Ticket in its context, a call whose token is further than MaxWait
