@@ -50,7 +50,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")
 	f.String(&cfg.StripeURL, "stripe-api-url", "", "Stripe API base URL (--gateway stripe; default https://api.stripe.com; stripe-mock for tests): http or https, no query or fragment")
 	f.Float64(&cfg.GatewayRate, "gateway-rate", 0, "most calls a second from this sidecar to the payment gateway (0: no limit; several sidecars: each its share); a backlog drains at this rate, each job snoozing until a token reserved for it")
-	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up); needs --gateway-rate")
+	f.Int(&cfg.GatewayBurst, "gateway-burst", 0, "most calls to the payment gateway at once after a quiet spell, the token bucket's size (0: --gateway-rate rounded up); a throttled job may use the token it holds up to burst/rate late (at least twice --fetch-poll-interval + --fetch-cooldown, at most 1 s); needs --gateway-rate")
 	f.String(&cfg.GatewayToken, "gateway-token", "", "bearer token sent to the payment gateway, if any")
 	f.Duration(&cfg.GatewayTimeout, "gateway-timeout", gateway.DefaultTimeout, "timeout of one request to the payment gateway")
 	f.Int(&gatewayRetries, "gateway-retries", gateway.DefaultRetries, "how many times a gateway request that finds the gateway unavailable is sent again at once, before its job snoozes: 2 is up to 3 requests; 0: no retry, one request (a negative value, the former way to say it, means the same)")
