@@ -19,6 +19,7 @@ package sqlstate
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -297,4 +298,16 @@ func Class(err error) string {
 		return ""
 	}
 	return c[:2]
+}
+
+// PauseUnconfirmed reports whether n is a WARNING that configure(paused =>
+// true) raised because timeout cancels made before the pause were still
+// uncommitted when it stopped waiting for them (at most 2 s): the pause
+// holds, but those cancels commit if their transactions do. Other warnings
+// (a bad setting in the database's configuration, a collation version
+// mismatch at connect) are not. The text is _wait_for_cancels_under_way's,
+// in plpgsql/orders.sql.
+func PauseUnconfirmed(n *pgconn.Notice) bool {
+	return n != nil && n.SeverityUnlocalized == "WARNING" && n.Code == "01000" &&
+		strings.HasPrefix(n.Message, "paused, but ")
 }

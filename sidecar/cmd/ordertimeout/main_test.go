@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -775,4 +776,40 @@ func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	require.Contains(t, stderr.String(), "ordertimeout: pause: paused, but timeout cancels made before the pause may still commit")
 	require.Contains(t, stderr.String(), fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
+}
+
+// Only the pause's own warning makes pause exit 2: a warning about something
+// else (here a misspelt plpgsql setting in the database's configuration,
+// which PostgreSQL warns about when plpgsql loads) is printed, and the pause
+// exits 0. Before, any WARNING made it exit 2 and claim that cancels made
+// before the pause might still commit.
+func TestPauseExitsZeroOnAnotherWarning(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := build(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	misspell(t, pgtest.URL(t, db))
+	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
+	require.Contains(t, stderr.String(), `pause: warning: invalid configuration parameter name "plpgsql.variable_conflit"`,
+		"the warning is printed, so the test does meet one")
+	require.NotContains(t, stderr.String(), "may still commit")
+}
+
+// misspell sets a misspelt plpgsql setting on the database of url, from a
+// connection that has not loaded plpgsql (one that has refuses it): each
+// later session warns about it when plpgsql loads.
+func misspell(t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(t.Context()) //nolint:errcheck // the test goes on without it
+	_, err = conn.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+
+		" SET plpgsql.variable_conflit = 'error'")
+	require.NoError(t, err)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 const pauseDescription = `
@@ -48,10 +49,12 @@ func pauseCmd(ctx context.Context, args []string, paused bool) error {
 	}
 	// configure warns when timeout cancels made before the pause have not
 	// committed within its wait: say so.
+	// Only configure's own warning makes the command exit 2: a warning
+	// about anything else (a bad setting, at connect) is printed, no more.
 	warned := false
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if n.SeverityUnlocalized == "WARNING" {
-			warned = true
+			warned = warned || (paused && sqlstate.PauseUnconfirmed(n))
 			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, n.Message)
 		}
 	}

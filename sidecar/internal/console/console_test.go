@@ -427,6 +427,27 @@ func TestPauseShowsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }
 
+// A warning about something else than the cancels a pause could not wait
+// for (here a misspelt plpgsql setting in the database's configuration) does
+// not turn the pause into "Paused, with a warning": it redirects as usual,
+// and so does the resume.
+func TestPauseShowsNoOtherWarning(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	misspell(t, pgtest.URL(t, s.DB))
+	token := site.token(t, operator)
+	a := site.do(t, http.MethodPost, "/console/settings/pause", operator,
+		url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
+	var at time.Time
+	require.NoError(t, s.DB.QueryRow(bg, "SELECT paused_at FROM ordertimeout.settings").Scan(&at))
+	a = site.do(t, http.MethodPost, "/console/settings/pause", operator,
+		url.Values{"csrf": {token}, "paused": {"false"}, "paused_at": {at.Format(time.RFC3339Nano)}}, map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Zero(t, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
+}
+
 // When the console cannot open a connection of its own for a pause (none
 // left in an incident; here the database refuses new ones), it pauses on its
 // pool and says that it could not read the database's warnings, instead of
@@ -454,4 +475,17 @@ func TestPauseSaysWhenItCouldNotReadTheWarnings(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	require.Contains(t, a.Body, "Paused, but the console could not open a connection of its own to read the database&#39;s warnings")
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
+}
+
+// misspell sets a misspelt plpgsql setting on the database of url, from a
+// connection that has not loaded plpgsql (one that has refuses it): each
+// later session warns about it when plpgsql loads.
+func misspell(t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(t.Context()) //nolint:errcheck // the test goes on without it
+	_, err = conn.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+
+		" SET plpgsql.variable_conflit = 'error'")
+	require.NoError(t, err)
 }

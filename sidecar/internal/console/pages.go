@@ -418,9 +418,10 @@ func asActor(ctx context.Context, db interface {
 	})
 }
 
-// actWarned is act on a connection of its own, and also returns the
-// warnings (RAISE WARNING) the server sent in the transaction: a pause warns
-// when timeout cancels made before it have not committed within its wait.
+// actWarned is act on a connection of its own, and also returns the pause's
+// warnings the server sent (sqlstate.PauseUnconfirmed): a pause warns when
+// timeout cancels made before it have not committed within its wait. Other
+// warnings are logged.
 // Only for actions as rare as a pause: it connects each time. When it cannot
 // connect (no connection left in an incident), it acts on the pool, and
 // unread says that the warnings, which the server's log keeps, could not be
@@ -429,8 +430,10 @@ func (h *Handler) actWarned(ctx context.Context, actor string, f func(ctx contex
 	cc := h.cfg.Pool.Config().ConnConfig.Copy()
 	// Called by the connection's reader, within the calls below.
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		if n.SeverityUnlocalized == "WARNING" {
+		if sqlstate.PauseUnconfirmed(n) {
 			warnings = append(warnings, n.Message)
+		} else if n.SeverityUnlocalized == "WARNING" {
+			h.logger.Warn("console: the database warned during an action", "warning", n.Message)
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, queryTimeout)
