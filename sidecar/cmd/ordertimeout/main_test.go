@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -765,16 +765,14 @@ func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
 	require.NoError(t, open.QueryRow(ctx, "SELECT cancelled, pg_backend_pid() FROM ordertimeout.sweep_due()").Scan(&cancelled, &pid))
 	require.Equal(t, 1, cancelled)
 
-	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr, err := runPause(ctx, bin, url)
 	var exit *exec.ExitError
-	require.ErrorAs(t, cmd.Run(), &exit, "stderr: %s", stderr.String())
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr)
 	require.Equal(t, 2, exit.ExitCode(), "paused, but a person must look: exit status 2")
-	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
-	require.Contains(t, stderr.String(), "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2s")
-	require.Contains(t, stderr.String(), "ordertimeout: pause: paused, but timeout cancels made before the pause may still commit")
-	require.Contains(t, stderr.String(), fmt.Sprintf("(backend pid %d)", pid))
+	require.Contains(t, stdout, "paused: no timeout cancels since")
+	require.Contains(t, stderr, "pause: warning: paused, but timeout cancels made before the pause are still not committed after 2s")
+	require.Contains(t, stderr, "ordertimeout: pause: paused, but timeout cancels made before the pause may still commit")
+	require.Contains(t, stderr, fmt.Sprintf("(backend pid %d)", pid))
 	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
 }
 
@@ -785,31 +783,24 @@ func TestPausePrintsTheCancelsItCouldNotWaitFor(t *testing.T) {
 // before the pause might still commit.
 func TestPauseExitsZeroOnAnotherWarning(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	bin := build(t)
 	db := pgtest.NewPool(t)
 	url := pgtest.URL(t, db)
 	sidecartest.Setup(t, db)
-	misspell(t, pgtest.URL(t, db))
-	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
-	require.Contains(t, stdout.String(), "paused: no timeout cancels since")
-	require.Contains(t, stderr.String(), `pause: warning: invalid configuration parameter name "plpgsql.variable_conflit"`,
+	sidecartest.WarnOnPlpgsqlLoad(t, url)
+	stdout, stderr, err := runPause(t.Context(), bin, url)
+	require.NoError(t, err, "stderr: %s", stderr)
+	require.Contains(t, stdout, "paused: no timeout cancels since")
+	require.Contains(t, stderr, `pause: warning: invalid configuration parameter name "plpgsql.variable_conflit"`,
 		"the warning is printed, so the test does meet one")
-	require.NotContains(t, stderr.String(), "may still commit")
+	require.NotContains(t, stderr, "may still commit")
 }
 
-// misspell sets a misspelt plpgsql setting on the database of url, from a
-// connection that has not loaded plpgsql (one that has refuses it): each
-// later session warns about it when plpgsql loads.
-func misspell(t *testing.T, url string) {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	require.NoError(t, err)
-	defer conn.Close(t.Context()) //nolint:errcheck // the test goes on without it
-	_, err = conn.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+
-		" SET plpgsql.variable_conflit = 'error'")
-	require.NoError(t, err)
+// runPause runs the built binary's pause on url as ops:test.
+func runPause(ctx context.Context, bin, url string) (stdout, stderr string, err error) {
+	cmd := exec.CommandContext(ctx, bin, "pause", "--database-url", url, "--actor", "ops:test")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }

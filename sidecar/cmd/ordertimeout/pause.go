@@ -48,9 +48,8 @@ func pauseCmd(ctx context.Context, args []string, paused bool) error {
 		return fmt.Errorf("%s: database URL: %w", name, err)
 	}
 	// configure warns when timeout cancels made before the pause have not
-	// committed within its wait: say so.
-	// Only configure's own warning makes the command exit 2: a warning
-	// about anything else (a bad setting, at connect) is printed, no more.
+	// committed within its wait: say so, and exit 2. Any other warning (a
+	// bad setting, at connect) is printed, no more.
 	warned := false
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if n.SeverityUnlocalized == "WARNING" {

@@ -434,7 +434,7 @@ func TestPauseShowsTheCancelsItCouldNotWaitFor(t *testing.T) {
 func TestPauseShowsNoOtherWarning(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
-	misspell(t, pgtest.URL(t, s.DB))
+	sidecartest.WarnOnPlpgsqlLoad(t, pgtest.URL(t, s.DB))
 	token := site.token(t, operator)
 	a := site.do(t, http.MethodPost, "/console/settings/pause", operator,
 		url.Values{"csrf": {token}, "paused": {"true"}}, map[string]string{"Origin": site.URL})
@@ -475,17 +475,4 @@ func TestPauseSaysWhenItCouldNotReadTheWarnings(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	require.Contains(t, a.Body, "Paused, but the console could not open a connection of its own to read the database&#39;s warnings")
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"))
-}
-
-// misspell sets a misspelt plpgsql setting on the database of url, from a
-// connection that has not loaded plpgsql (one that has refuses it): each
-// later session warns about it when plpgsql loads.
-func misspell(t *testing.T, url string) {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	require.NoError(t, err)
-	defer conn.Close(t.Context()) //nolint:errcheck // the test goes on without it
-	_, err = conn.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+
-		" SET plpgsql.variable_conflit = 'error'")
-	require.NoError(t, err)
 }

@@ -129,8 +129,8 @@ func (l *Limited) Occupy(n int) {
 
 // Refill is how long the bucket takes to fill from empty: Burst tokens at
 // the rate. Calls on tokens reserved ahead (Ticket) that go out up to that
-// late bunch no more than a full bucket sends at once.
-// It saturates at the longest Duration (a tiny rate).
+// late bunch no more than a full bucket sends at once. It saturates at the
+// longest Duration (a tiny rate).
 func (l *Limited) Refill() time.Duration {
 	ns := float64(l.Limiter.Burst()) / float64(l.Limiter.Limit()) * float64(time.Second)
 	if !(ns < math.MaxInt64) {

@@ -141,9 +141,9 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		Outcome:           m.Outcome,
 	}
 	if s.limited != nil {
-		// A job back for its held token within a full bucket's refill is
-		// within what the limit lets through at once; one River's fetch
-		// normally delays keeps its token (worker.Deps.SlotGrace).
+		// A job may use its held token up to a full bucket's refill late
+		// (what the limit lets through at once anyway), and never less late
+		// than River's fetch normally makes it (worker.Deps.SlotGrace).
 		s.deps.SlotGrace = max(s.limited.Refill(), 2*(cfg.FetchPollInterval+cfg.FetchCooldown))
 	}
 	if err := worker.Register(workers, s.deps); err != nil {

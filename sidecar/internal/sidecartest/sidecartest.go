@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -246,4 +247,18 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 	v, _, err := metricstest.Sum(g, name, labels...)
 	require.NoError(t, err)
 	return v
+}
+
+// WarnOnPlpgsqlLoad sets a misspelt plpgsql setting on the database of url,
+// from a connection that has not loaded plpgsql (one that has refuses it):
+// every later session gets a WARNING about it when plpgsql loads, a warning
+// that has nothing to do with what the session calls.
+func WarnOnPlpgsqlLoad(t testing.TB, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background()) //nolint:errcheck // the test goes on without it
+	_, err = conn.Exec(context.Background(), "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+
+		" SET plpgsql.variable_conflit = 'error'")
+	require.NoError(t, err)
 }
