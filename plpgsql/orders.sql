@@ -597,8 +597,10 @@ $$;
 -- for (28532, 3); both waits share one budget of 2 seconds (half the
 -- statement_timeout when that is shorter than 4 seconds, so that the pause
 -- itself is not lost to it). The backends that still hold a lock after it
--- are named in a WARNING: the cancels of (28532, 3)'s holders, made before
--- the pause, are kept if they commit. The SET clause keeps the lock_timeout
+-- are named in a WARNING with SQLSTATE OT155 (its own since migration
+-- 000049, so that a client tells it from any other warning by its code): the
+-- cancels of (28532, 3)'s holders, made before the pause, are kept if they
+-- commit. The SET clause keeps the lock_timeout
 -- of the waits inside this function.
 CREATE FUNCTION ordertimeout._wait_for_cancels_under_way()
 RETURNS void
@@ -626,7 +628,8 @@ BEGIN
             v_holders := ordertimeout._advisory_holders(4);
             IF cardinality(v_holders) > 0 THEN
                 RAISE WARNING 'paused, but advisory lock (28532, 4) is held by backend pid %: timeout cancels can commit until this transaction does',
-                    array_to_string(v_holders, ', ');
+                    array_to_string(v_holders, ', ')
+                    USING ERRCODE = 'OT155';
             END IF;
     END;
     PERFORM set_config('lock_timeout',
@@ -640,7 +643,8 @@ BEGIN
             IF cardinality(v_holders) > 0 THEN
                 RAISE WARNING 'paused, but timeout cancels made before the pause are still not committed after % (backend pid %): they are kept if their transaction commits',
                     CASE WHEN v_budget_ms = 2000 THEN '2s' ELSE v_budget_ms || 'ms' END,
-                    array_to_string(v_holders, ', ');
+                    array_to_string(v_holders, ', ')
+                    USING ERRCODE = 'OT155';
             END IF;
     END;
 END

@@ -199,6 +199,11 @@ const (
 	// runs under REPEATABLE READ or SERIALIZABLE, whose snapshot would not
 	// show a pause that began while it ran.
 	NotReadCommitted = "OT154"
+	// PauseNotFenced (OT155) is a WARNING, not an error: configure(paused
+	// => true) has paused timeout cancels, but cancels made before the
+	// pause were still uncommitted when it stopped waiting for them (2 s):
+	// they are kept if their transactions commit. See PauseUnconfirmed.
+	PauseNotFenced = "OT155"
 )
 
 // Codes of payment methods.
@@ -300,14 +305,20 @@ func Class(err error) string {
 	return c[:2]
 }
 
-// PauseUnconfirmed reports whether n is a WARNING that configure(paused =>
-// true) raised because timeout cancels made before the pause were still
+// PauseUnconfirmed reports whether n is the WARNING that configure(paused =>
+// true) raises when timeout cancels made before the pause were still
 // uncommitted when it stopped waiting for them (at most 2 s): the pause
 // holds, but those cancels commit if their transactions do. Other warnings
 // (a bad setting in the database's configuration, a collation version
-// mismatch at connect) are not. The text is _wait_for_cancels_under_way's,
-// in plpgsql/orders.sql.
+// mismatch at connect) are not. Since migration 000049 the warning has its
+// own SQLSTATE, PauseNotFenced; before it, the code was the default 01000
+// and only the start of the text ("paused, but ") told it apart, which is
+// still recognised for a database not migrated yet. The warnings are
+// _wait_for_cancels_under_way's, in plpgsql/orders.sql.
 func PauseUnconfirmed(n *pgconn.Notice) bool {
-	return n != nil && n.SeverityUnlocalized == "WARNING" && n.Code == "01000" &&
-		strings.HasPrefix(n.Message, "paused, but ")
+	if n == nil || n.SeverityUnlocalized != "WARNING" {
+		return false
+	}
+	return n.Code == PauseNotFenced ||
+		n.Code == "01000" && strings.HasPrefix(n.Message, "paused, but ")
 }

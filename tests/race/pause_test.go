@@ -3,6 +3,7 @@ package race_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func pauseSetup(ctx context.Context, t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// noticeConn connects with the server's warnings collected.
+// noticeConn connects with the server's warnings collected, each as its
+// SQLSTATE, ": " and its message.
 type noticeConn struct {
 	*pgx.Conn
 	mu       sync.Mutex
@@ -55,7 +57,7 @@ func connectWithNotices(ctx context.Context, t *testing.T, url string) *noticeCo
 	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if n.SeverityUnlocalized == "WARNING" {
 			c.mu.Lock()
-			c.warnings = append(c.warnings, n.Message)
+			c.warnings = append(c.warnings, n.Code+": "+n.Message)
 			c.mu.Unlock()
 		}
 	}
@@ -261,6 +263,7 @@ func TestPauseWarnsOfASweepLeftOpenAndHoldsNoOneElse(t *testing.T) {
 	require.Len(t, warnings, 1)
 	require.Contains(t, warnings[0], "not committed after 2s")
 	require.Contains(t, warnings[0], "(backend pid "+strconv.Itoa(openPID)+")")
+	require.True(t, strings.HasPrefix(warnings[0], sqlstate.PauseNotFenced+": "), "the warning's own SQLSTATE: %s", warnings[0])
 
 	require.NoError(t, <-pauseAsync(ctx, pauser))
 	require.Len(t, pauser.Warnings(), 2, "asked again, the pause warns again: the cancels are still uncommitted")
@@ -407,5 +410,6 @@ func TestPauseWaitsTwoSecondsInAll(t *testing.T) {
 	warnings := pauser.Warnings()
 	require.Len(t, warnings, 2)
 	require.Contains(t, warnings[0], "advisory lock (28532, 4) is held by backend pid "+strconv.Itoa(keeperPID))
+	require.True(t, strings.HasPrefix(warnings[0], sqlstate.PauseNotFenced+": "), "the warning's own SQLSTATE: %s", warnings[0])
 	require.Contains(t, warnings[1], "(backend pid "+strconv.Itoa(openPID)+")")
 }
