@@ -23,8 +23,9 @@
 //     open Checkout Session. One that succeeded, also when the cancel is
 //     refused because it just did, is ClosePaid; one already canceled or
 //     expired is CloseClosed (closing twice is success); one processing
-//     (money on its way), or one whose close Stripe refused while it is
-//     still open, is ErrUnavailable: ask again later.
+//     (money on its way), also when a 200 to its cancel says so, or one
+//     whose close Stripe refused while it is still open, is
+//     ErrUnavailable: ask again later.
 //   - Refund: a Refund of the PaymentIntent (a session's), for the amount
 //     in minor units (for a payment that succeeded, only the amount Stripe
 //     took: a conflict's refund is the whole payment; another amount is
@@ -294,7 +295,11 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 
 // closeOne cancels a PaymentIntent or expires a Checkout Session. A 200
 // answer means Stripe canceled or expired it (by its API), unless the
-// object in it succeeded. Refused because its state changed (it just
+// object in it says that money moved or may still move: a PaymentIntent
+// that succeeded or is processing, a session that is complete. Stripe
+// refuses those closes with a 400, so such a 200 is an answer not to
+// trust as closed: it is read as the object it carries (paid, or
+// processing: neither closed nor paid yet). Refused because its state changed (it just
 // succeeded, or was canceled by someone else), it is read again: that state
 // is the answer, unless the object is still open (the buyer can still pay
 // it): then the close is gateway.ErrUnavailable, tried again later.
@@ -305,7 +310,7 @@ func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payme
 		pi, err = d.client.V1PaymentIntents.Cancel(ctx, p.id, &stripeapi.PaymentIntentCancelParams{
 			CancellationReason: stripeapi.String(string(stripeapi.PaymentIntentCancellationReasonAbandoned)),
 		})
-		if err == nil && pi.Status == stripeapi.PaymentIntentStatusSucceeded {
+		if err == nil && (pi.Status == stripeapi.PaymentIntentStatusSucceeded || pi.Status == stripeapi.PaymentIntentStatusProcessing) {
 			return fromIntent(orderID, p.id, pi)
 		}
 	} else {

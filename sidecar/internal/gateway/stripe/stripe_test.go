@@ -328,6 +328,34 @@ func TestCloseAnsweredPaid(t *testing.T) {
 	require.Equal(t, gateway.CloseClosed, r.Status)
 }
 
+// A 200 to a cancel whose PaymentIntent is processing (Stripe refuses such a
+// cancel with a 400, so the answer is not one to trust as closed) is neither
+// closed nor paid: the close is tried again later. Before, any 200 that was
+// not "succeeded" was taken for closed, and a payment that then succeeded
+// came as a late payment after an order reported closed at the gateway.
+func TestCloseAnsweredProcessing(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+
+	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_action", 1250, "eur", "A1"))
+	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "processing", 1250, "eur", "A1"))
+	r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while the payment may still succeed", r)
+	require.Contains(t, err.Error(), "pi_1 is processing")
+
+	// The same answer about another PaymentIntent is a bad answer.
+	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_9", "processing", 1250, "eur", "A1"))
+	_, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
+	require.ErrorIs(t, err, gateway.ErrBadAnswer)
+
+	// Canceled, the close is done.
+	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "canceled", 1250, "eur", "A1"))
+	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseClosed, r.Status)
+}
+
 // A refund made with the same key more than Stripe's 24 hours ago is found
 // again rather than made twice.
 func TestRefundAlreadyRefunded(t *testing.T) {
