@@ -27,6 +27,9 @@
 #                    (CREATE OR REPLACE FUNCTION ..., ALTER TABLE ...): the
 #                    cost of a change tried by hand, before it becomes a
 #                    migration. The head lines then say "patched".
+#   CALLGRIND_RUNS   which lines to measure, space-separated (default: all
+#                    six): ot-base ot-head zset-head otpay-base otpay-head
+#                    zsetpay-head. Each takes about a minute.
 # Needs valgrind (apt-get install valgrind) and the migrate CLI (built into
 # .cache/bin by tests/lib/pg.sh's ensure_migrate). Takes about 6 minutes.
 set -euo pipefail
@@ -37,6 +40,13 @@ if [[ -n $patch ]]; then
 fi
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
+runs="${CALLGRIND_RUNS:-ot-base ot-head zset-head otpay-base otpay-head zsetpay-head}"
+for run in $runs; do
+	case "$run" in
+	ot-base | ot-head | zset-head | otpay-base | otpay-head | zsetpay-head) ;;
+	*) die "CALLGRIND_RUNS: unknown line \"$run\" (ot-base ot-head zset-head otpay-base otpay-head zsetpay-head)" ;;
+	esac
+done
 cd "$ROOT"
 command -v valgrind >/dev/null 2>&1 || die "valgrind not found (apt-get install valgrind)"
 ensure_migrate
@@ -120,8 +130,8 @@ instructions() {
 	sed -n 's/^summary: //p' "$dir/cg.out"
 }
 
-for run in "ot base" "ot head" "zset head" "otpay base" "otpay head" "zsetpay head"; do
-	read -r kind db <<<"$run"
+for run in $runs; do
+	kind="${run%-*}" db="${run#*-}"
 	statements "$kind" 200 "${kind}s" >"$dir/small.sql"
 	statements "$kind" 1200 "${kind}l" >"$dir/large.sql"
 	chmod a+r "$dir"/*.sql
