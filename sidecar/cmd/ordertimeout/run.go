@@ -25,7 +25,9 @@ and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
 ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
 It refuses to start on a schema older than itself: run "ordertimeout migrate
-up" first.
+up" first. It connects straight to PostgreSQL: through a connection pooler
+(PgBouncer), which refuses or drops the session settings it sends at connect
+and cannot carry its LISTEN, it refuses to start.
 On SIGTERM it stops claiming, lets running jobs finish for up to
 --shutdown-timeout (then hands them back), and exits 0.`
 
@@ -43,7 +45,7 @@ func runCmd(ctx context.Context, args []string) error {
 		metricsInterval time.Duration
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
-	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
+	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value), straight to PostgreSQL, not through a connection pooler", "DATABASE_URL", config.EnvName("database-url"))
 	f.String(&cfg.Name, "name", "", "this sidecar's name; events it causes record actor \"sidecar:<name>\" (default <hostname>-<pid>)")
 	f.String(&cfg.GatewayDriver, "gateway", gateway.DriverHTTP, "gateway driver: http (the JSON contract at --gateway-url) or stripe (Stripe's API, key from --stripe-key-env)")
 	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http): http or https with a host name (and a port from 1 to 65535, if any), maybe a path, no query or fragment, e.g. https://pay.example.com")

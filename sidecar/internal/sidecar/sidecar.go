@@ -82,11 +82,13 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
-	// Every event this sidecar causes names it.
-	poolConfig.ConnConfig.RuntimeParams["ordertimeout.actor"] = "sidecar:" + cfg.Name
-	// sweep_due and cancel_checked refuse an older snapshot than READ
-	// COMMITTED's (OT154), whatever the database's default.
-	poolConfig.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// Every event this sidecar causes names it, and sweep_due and
+	// cancel_checked refuse an older snapshot than READ COMMITTED's (OT154),
+	// whatever the database's default. Run checks that they were applied
+	// (checkDirect).
+	for k, v := range sessionSettings(cfg.Name) {
+		poolConfig.ConnConfig.RuntimeParams[k] = v
+	}
 	if poolConfig.ConnConfig.RuntimeParams["application_name"] == "" {
 		poolConfig.ConnConfig.RuntimeParams["application_name"] = ApplicationName(cfg.Name)
 	}
@@ -137,6 +139,14 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// (also with --no-sweep: its workers and listener need the schema too);
 	// a database that does not answer yet is left to the sweeps, which
 	// retry.
+	// Through a connection pooler the sidecar cannot work (checkDirect):
+	// refuse to run rather than sweep under another isolation level or
+	// name another actor in the audit trail.
+	if err := checkDirect(ctx, s.pool, sessionSettings(s.cfg.Name)); errors.Is(err, ErrBehindPooler) {
+		return err
+	} else if err != nil {
+		logger.Warn("could not check the connection's settings yet", "error", err)
+	}
 	if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
 		return err
 	} else if err != nil {

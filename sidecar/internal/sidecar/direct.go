@@ -1,0 +1,76 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrBehindPooler is returned by Run when the sidecar's connections go
+// through a connection pooler (PgBouncer and the like) instead of straight
+// to PostgreSQL: the pooler refused, or dropped, the session settings the
+// sidecar sends at connect.
+var ErrBehindPooler = errors.New("the sidecar needs a direct connection to PostgreSQL, not one through a connection pooler such as PgBouncer: " +
+	"it sends session settings at connect (ordertimeout.actor, default_transaction_isolation) and LISTENs " +
+	"(README: Connection poolers)")
+
+// sessionSettings are the settings New sends at connect that the sidecar's
+// work depends on: the actor every event it causes names, and READ
+// COMMITTED, without which sweep_due and cancel_checked refuse to run
+// (OT154).
+func sessionSettings(name string) map[string]string {
+	return map[string]string{
+		"ordertimeout.actor":            "sidecar:" + name,
+		"default_transaction_isolation": "read committed",
+	}
+}
+
+// checkDirect makes sure that a connection of pool is a PostgreSQL session
+// with the settings sent at connect (want). A pooler refuses startup
+// parameters it does not know (PgBouncer: "unsupported startup parameter",
+// SQLSTATE 08P01), or drops them when told to ignore them; either way the
+// sidecar would fail every sweep under another isolation level, or write
+// another actor into the audit trail, and its LISTEN would hear nothing
+// (a transaction-mode pooler hands the session to other clients). Both are
+// ErrBehindPooler. Any other error (the database does not answer yet) is
+// returned as it is, for the caller to log: the sweeps retry.
+func checkDirect(ctx context.Context, pool *pgxpool.Pool, want map[string]string) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		if refusedStartupParameter(err) {
+			return fmt.Errorf("%w: %w", ErrBehindPooler, err)
+		}
+		return fmt.Errorf("check the connection's settings: %w", err)
+	}
+	defer conn.Release()
+	var wrong []string
+	for _, name := range []string{"ordertimeout.actor", "default_transaction_isolation"} {
+		var got *string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", name).Scan(&got); err != nil {
+			return fmt.Errorf("check the connection's settings: %w", err)
+		}
+		if got == nil || *got != want[name] {
+			shown := "not set"
+			if got != nil {
+				shown = fmt.Sprintf("%q", *got)
+			}
+			wrong = append(wrong, fmt.Sprintf("%s is %s, not %q", name, shown, want[name]))
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%w: connected, but the settings sent at connect were not applied (%s)", ErrBehindPooler, strings.Join(wrong, "; "))
+	}
+	return nil
+}
+
+// refusedStartupParameter reports whether err is a server's refusal of a
+// startup parameter, which PostgreSQL itself never makes for a custom
+// setting such as ordertimeout.actor.
+func refusedStartupParameter(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "08P01" && strings.Contains(pe.Message, "unsupported startup parameter")
+}

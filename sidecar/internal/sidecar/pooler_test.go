@@ -1,0 +1,71 @@
+package sidecar_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecar"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+// A sidecar pointed at a real PgBouncer refuses to run, with an error that
+// says why, whether the pooler refuses its session settings at connect
+// (PgBouncer's default: "unsupported startup parameter") or drops them
+// (ignore_startup_parameters). Before, the first failed with a bare connect
+// error; the second started, named the login role instead of the sidecar in
+// the audit trail and, on a database whose default isolation is REPEATABLE
+// READ, failed every sweep with OT154. Straight to PostgreSQL, the same
+// configuration runs.
+func TestRefusesAConnectionPooler(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	_, gatewayURL := sidecartest.Fake(t, db)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "P1", time.Millisecond, "")
+	// Sessions that do not say otherwise run REPEATABLE READ here, where
+	// sweep_due refuses to run.
+	sidecartest.Exec(t, db, "ALTER DATABASE "+pgx.Identifier{db.Config().ConnConfig.Database}.Sanitize()+
+		" SET default_transaction_isolation = 'repeatable read'")
+
+	for _, tc := range []struct {
+		name   string
+		ignore []string
+		why    []string
+	}{
+		{"refused", nil, []string{"unsupported startup parameter"}},
+		{"dropped", []string{"ordertimeout.actor", "default_transaction_isolation"}, []string{
+			"the settings sent at connect were not applied",
+			`ordertimeout.actor is not set, not "sidecar:pooled"`,
+			`default_transaction_isolation is "repeatable read", not "read committed"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bouncer := sidecartest.PgBouncer(t, url, tc.ignore...)
+			s, err := sidecar.New(ctx, sidecartest.Config(bouncer, gatewayURL, "pooled"))
+			require.NoError(t, err)
+			runCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+			defer stop()
+			err = s.Run(runCtx)
+			require.ErrorIs(t, err, sidecar.ErrBehindPooler)
+			require.Contains(t, err.Error(), "needs a direct connection to PostgreSQL")
+			for _, why := range tc.why {
+				require.Contains(t, err.Error(), why)
+			}
+			require.NoError(t, runCtx.Err(), "refused at once, not after a timeout")
+			require.Equal(t, "PENDING", sidecartest.Status(t, db, "P1"), "it did nothing")
+		})
+	}
+
+	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "direct"))
+	sidecartest.WaitStatus(t, db, "P1", "CANCELLED", 10*time.Second)
+	require.EqualValues(t, 1, sidecartest.Int(t, db,
+		"SELECT count(*) FROM ordertimeout.events WHERE order_id = 'P1' AND to_status = 'CANCELLED' AND actor = 'sidecar:direct'"))
+}
