@@ -1,6 +1,10 @@
 package stripe_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +18,11 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // A sidecar run with --gateway stripe against stripe-mock: the cancel of an
-// order whose payment was a PaymentIntent cancels that PaymentIntent, and
-// the close job completes.
+// order whose payment was a PaymentIntent sends Stripe's cancel of that
+// PaymentIntent. stripe-mock keeps no state and answers with its fixture, a
+// PaymentIntent still requires_payment_method, which real Stripe never
+// answers with a 200: the sidecar counts it as a bad answer and keeps the
+// close job for later, never completed as closed.
 func TestSidecarWithStripeDriver(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewPool(t)
@@ -32,16 +39,43 @@ func TestSidecarWithStripeDriver(t *testing.T) {
 	cfg.GatewayDriver = gateway.DriverStripe
 	cfg.StripeKey = testKey
 	cfg.StripeURL = rec.URL
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sidecartest.Start(t, cfg)
 
 	sidecartest.WaitStatus(t, db, "S1", "CANCELLED", 15*time.Second)
-	sidecartest.Eventually(t, 15*time.Second, "the gateway close completed", func() (bool, error) {
-		return sidecartest.Int(t, db, `SELECT count(*) FROM river_job
-		   WHERE kind = 'ordertimeout_gateway_close' AND state = 'completed'`) == 1, nil
+	sidecartest.Eventually(t, 15*time.Second, "the gateway close's answer taken for a bad answer", func() (bool, error) {
+		out := logs.String()
+		return strings.Contains(out, "gateway gave a bad answer") && strings.Contains(out, "kind=ordertimeout_gateway_close") &&
+			strings.Contains(out, "the object in the answer is still open"), nil
 	})
+	require.Zero(t, sidecartest.Int(t, db, `SELECT count(*) FROM river_job
+	   WHERE kind = 'ordertimeout_gateway_close' AND state IN ('completed', 'discarded', 'cancelled')`),
+		"the close is kept, not finished")
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM river_job
+	   WHERE kind = 'ordertimeout_gateway_close' AND state IN ('scheduled', 'available', 'running')`))
 	var paths []string
 	for _, r := range rec.take() {
 		paths = append(paths, r.Method+" "+r.Path)
 	}
 	require.Contains(t, paths, "POST /v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa/cancel")
+}
+
+// lockedBuffer is a bytes.Buffer that the sidecar's goroutines may write
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

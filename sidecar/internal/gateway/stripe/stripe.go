@@ -25,7 +25,9 @@
 //     expired is CloseClosed (closing twice is success); one processing
 //     (money on its way), also when a 200 to its cancel says so, or one
 //     whose close Stripe refused while it is still open, is
-//     ErrUnavailable: ask again later.
+//     ErrUnavailable: ask again later. A 200 is read as the object it
+//     carries: about another object or order, or still open (Stripe refuses
+//     such a close with a 400), it is ErrBadAnswer, never closed.
 //   - Refund: a Refund of the PaymentIntent (a session's), for the amount
 //     in minor units (for a payment that succeeded, only the amount Stripe
 //     took: a conflict's refund is the whole payment; another amount is
@@ -294,34 +296,50 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 }
 
 // closeOne cancels a PaymentIntent or expires a Checkout Session. A 200
-// answer means Stripe canceled or expired it (by its API), unless the
-// object in it says that money moved or may still move: a PaymentIntent
-// that succeeded or is processing, a session that is complete. Stripe
-// refuses those closes with a 400, so such a 200 is an answer not to
-// trust as closed: it is read as the object it carries (paid, or
-// processing: neither closed nor paid yet). Refused because its state changed (it just
-// succeeded, or was canceled by someone else), it is read again: that state
-// is the answer, unless the object is still open (the buyer can still pay
-// it): then the close is gateway.ErrUnavailable, tried again later.
+// answer is read as the object it carries, which must be the one asked
+// about (its id, its order): canceled or expired is closed; succeeded (a
+// complete, paid session) is paid; processing (a complete, unpaid session)
+// is neither closed nor paid yet (gateway.ErrUnavailable). Stripe answers
+// its cancel or expire with a 400 in every other case, so a 200 whose object
+// is still open (or in a state Stripe does not define) is an answer that
+// contradicts itself: gateway.ErrBadAnswer, never closed. Refused because
+// its state changed (it just succeeded, or was canceled by someone else),
+// it is read again: that state is the answer, unless the object is still
+// open (the buyer can still pay it): then the close is
+// gateway.ErrUnavailable, tried again later.
 func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payment, error) {
-	var err error
+	var (
+		err    error
+		answer payment
+	)
 	if strings.HasPrefix(p.id, "pi_") {
 		var pi *stripeapi.PaymentIntent
 		pi, err = d.client.V1PaymentIntents.Cancel(ctx, p.id, &stripeapi.PaymentIntentCancelParams{
 			CancellationReason: stripeapi.String(string(stripeapi.PaymentIntentCancellationReasonAbandoned)),
 		})
-		if err == nil && (pi.Status == stripeapi.PaymentIntentStatusSucceeded || pi.Status == stripeapi.PaymentIntentStatusProcessing) {
-			return fromIntent(orderID, p.id, pi)
+		if err == nil {
+			answer, err = fromIntent(orderID, p.id, pi)
+			if err != nil {
+				return payment{}, err
+			}
 		}
 	} else {
 		var s *stripeapi.CheckoutSession
 		s, err = d.client.V1CheckoutSessions.Expire(ctx, p.id, &stripeapi.CheckoutSessionExpireParams{})
-		if err == nil && s.Status == stripeapi.CheckoutSessionStatusComplete {
-			return fromSession(orderID, p.id, s)
+		if err == nil {
+			answer, err = fromSession(orderID, p.id, s)
+			if err != nil {
+				return payment{}, err
+			}
 		}
 	}
 	if err == nil {
-		return payment{id: p.id, intent: p.intent, currency: p.currency, status: gateway.StatusFailed}, nil
+		if answer.closable {
+			return payment{}, fmt.Errorf("Stripe answered 200 to the close of %s, but the object in the answer is still open: %w",
+				p.id, gateway.ErrBadAnswer)
+		}
+		// Closed (StatusFailed), paid, or processing: the close reads it.
+		return answer, nil
 	}
 	var se *stripeapi.Error
 	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusBadRequest &&

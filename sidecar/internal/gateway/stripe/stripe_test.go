@@ -65,20 +65,29 @@ func TestAgainstStripeMock(t *testing.T) {
 		require.Equal(t, `metadata["order_id"]:"A\"1\\"`, reqs[0].Form.Get("query"))
 	})
 
+	// stripe-mock keeps no state: its 200 to a cancel or an expire carries
+	// its fixture, a PaymentIntent still requires_payment_method and a
+	// session still open (under another id). Real Stripe answers 200 only
+	// with the object canceled or expired, and a 400 otherwise; so these
+	// answers are bad answers, never "closed" (the close of an object that
+	// says it is still open is not done). The requests are Stripe's and the
+	// answers are read in Stripe's format; the closes that succeed are
+	// scripted in TestCloseAnswers.
 	t.Run("close cancels a PaymentIntent and expires a session", func(t *testing.T) {
-		r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_123", "cs_test_abc"}})
-		require.NoError(t, err)
-		require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r)
-		var posts []string
-		for _, q := range rec.take() {
-			if q.Method == "POST" {
-				posts = append(posts, q.Path+" "+q.Form.Encode())
+		for _, tc := range []struct{ id, post string }{
+			{"pi_123", "/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned"},
+			{"cs_test_abc", "/v1/checkout/sessions/cs_test_abc/expire "},
+		} {
+			r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{tc.id}})
+			require.ErrorIs(t, err, gateway.ErrBadAnswer, "stripe-mock's fixture is still open, got %+v", r)
+			var posts []string
+			for _, q := range rec.take() {
+				if q.Method == "POST" {
+					posts = append(posts, q.Path+" "+q.Form.Encode())
+				}
 			}
+			require.Equal(t, []string{tc.post}, posts)
 		}
-		require.Equal(t, []string{
-			"/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned",
-			"/v1/checkout/sessions/cs_test_abc/expire ",
-		}, posts)
 	})
 
 	t.Run("refund with an idempotency key", func(t *testing.T) {
@@ -328,32 +337,62 @@ func TestCloseAnsweredPaid(t *testing.T) {
 	require.Equal(t, gateway.CloseClosed, r.Status)
 }
 
-// A 200 to a cancel whose PaymentIntent is processing (Stripe refuses such a
-// cancel with a 400, so the answer is not one to trust as closed) is neither
-// closed nor paid: the close is tried again later. Before, any 200 that was
-// not "succeeded" was taken for closed, and a payment that then succeeded
-// came as a late payment after an order reported closed at the gateway.
-func TestCloseAnsweredProcessing(t *testing.T) {
+// A 200 to a close is read as the object it carries. Stripe answers 200
+// only with the object canceled or expired (a PaymentIntent that succeeded
+// or is processing, or a session that is complete, gets a 400), so anything
+// else is not taken for closed: processing is asked again later, an object
+// still open, in a state Stripe does not define, or about another object
+// or order is a bad answer. Before, every 200 that was not "succeeded" was
+// taken for closed, and a payment that then succeeded came as a late
+// payment on an order reported closed at the gateway.
+func TestCloseAnswers(t *testing.T) {
 	t.Parallel()
 	s, url := newScripted(t)
 	d := newDriver(t, url)
-
+	session := func(id, status, paymentStatus, orderID string) answer {
+		return answer{200, fmt.Sprintf(`{"id": %q, "object": "checkout.session", "status": %q, "payment_status": %q,
+			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": %q}}`, id, status, paymentStatus, orderID)}
+	}
 	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_action", 1250, "eur", "A1"))
-	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "processing", 1250, "eur", "A1"))
-	r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
-	require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while the payment may still succeed", r)
-	require.Contains(t, err.Error(), "pi_1 is processing")
-
-	// The same answer about another PaymentIntent is a bad answer.
-	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_9", "processing", 1250, "eur", "A1"))
-	_, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
-	require.ErrorIs(t, err, gateway.ErrBadAnswer)
-
-	// Canceled, the close is done.
-	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "canceled", 1250, "eur", "A1"))
-	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
-	require.NoError(t, err)
-	require.Equal(t, gateway.CloseClosed, r.Status)
+	s.set("GET /v1/checkout/sessions/cs_1", session("cs_1", "open", "unpaid", "A1"))
+	for _, tc := range []struct {
+		name   string
+		id     string
+		answer answer
+		want   gateway.CloseResult
+		err    error
+	}{
+		{"canceled", "pi_1", intent("pi_1", "canceled", 1250, "eur", "A1"), gateway.CloseResult{Status: gateway.CloseClosed}, nil},
+		{"expired", "cs_1", session("cs_1", "expired", "unpaid", "A1"), gateway.CloseResult{Status: gateway.CloseClosed}, nil},
+		{"succeeded", "pi_1", intent("pi_1", "succeeded", 1250, "eur", "A1"),
+			gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_1", Amount: "12.50", Currency: "EUR"}, nil},
+		{"complete and paid", "cs_1", session("cs_1", "complete", "paid", "A1"),
+			gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "cs_1", Amount: "12.50", Currency: "EUR"}, nil},
+		{"processing", "pi_1", intent("pi_1", "processing", 1250, "eur", "A1"), gateway.CloseResult{}, gateway.ErrUnavailable},
+		{"complete, unpaid", "cs_1", session("cs_1", "complete", "unpaid", "A1"), gateway.CloseResult{}, gateway.ErrUnavailable},
+		{"still requires_payment_method", "pi_1", intent("pi_1", "requires_payment_method", 1250, "eur", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"still requires_capture", "pi_1", intent("pi_1", "requires_capture", 1250, "eur", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"still open", "cs_1", session("cs_1", "open", "unpaid", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"a state Stripe does not define", "pi_1", intent("pi_1", "voided", 1250, "eur", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"another PaymentIntent", "pi_1", intent("pi_9", "canceled", 1250, "eur", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"another order", "pi_1", intent("pi_1", "canceled", 1250, "eur", "B2"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+		{"another session", "cs_1", session("cs_9", "expired", "unpaid", "A1"), gateway.CloseResult{}, gateway.ErrBadAnswer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.id, "pi_") {
+				s.set("POST /v1/payment_intents/pi_1/cancel", tc.answer)
+			} else {
+				s.set("POST /v1/checkout/sessions/cs_1/expire", tc.answer)
+			}
+			r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{tc.id}})
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err, "reported %+v", r)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r)
+		})
+	}
 }
 
 // A refund made with the same key more than Stripe's 24 hours ago is found
