@@ -3,7 +3,7 @@
 # backend, in instructions per order (tests/bench/callgrind-create.sh), by
 # taking it away on a copy: River's CHECK constraints on its job table, our
 # CHECK constraints on orders, order_items and stock, the timer row (River's
-# job row, with its CHECKs and indexes), the CREATED event row, the two
+# job row, with its CHECKs and indexes), the PENDING event row, the two
 # foreign keys, and all of them at once; next to the ZSet baseline's create
 # transaction. Every patch in tests/bench/price-list/ breaks something the
 # design keeps (the timer in the order's transaction, the audit trail, the

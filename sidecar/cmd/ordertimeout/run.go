@@ -25,9 +25,9 @@ and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
 ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
 It refuses to start on a schema older than itself: run "ordertimeout migrate
-up" first. It connects straight to PostgreSQL: through a connection pooler
-(PgBouncer), which refuses or drops the session settings it sends at connect
-and cannot carry its LISTEN, it refuses to start.
+up" first. It connects straight to PostgreSQL: given a --database-url through
+a connection pooler (PgBouncer), which refuses or drops the session settings
+it sends at connect and cannot carry its LISTEN, it refuses to start.
 On SIGTERM it stops claiming, lets running jobs finish for up to
 --shutdown-timeout (then hands them back), and exits 0.`
 
@@ -82,7 +82,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.UIPassword, "ui-password", "", "password for HTTP basic auth on /riverui/")
 	f.String(&cfg.ConsoleViewer, "console-viewer", "", "user:password of the console's viewer, who may read /console/ (HTTP basic auth)")
 	f.String(&cfg.ConsoleOperator, "console-operator", "", "user:password of the console's operator, who may also resolve conflicts; recorded as actor \"console:<user>\".\nWithout --console-viewer and --console-operator the console is served read-only on localhost only")
-	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's); a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
+	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's), straight to PostgreSQL too: its pool keeps prepared statements, which a transaction-mode pooler loses; a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
 	f.Duration(&metricsInterval, "metrics-interval", 0, "deprecated and ignored: /metrics reads the database's statistics at each scrape")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
 	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile); 0 turns it off")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -36,8 +37,12 @@ func sessionSettings(name string) map[string]string {
 // sidecar would fail every sweep under another isolation level, or write
 // another actor into the audit trail, and its LISTEN would hear nothing
 // (a transaction-mode pooler hands the session to other clients). Both are
-// ErrBehindPooler. Any other error (the database does not answer yet) is
-// returned as it is, for the caller to log: the sweeps retry.
+// ErrBehindPooler, as is a prepared statement that a fresh connection
+// already has or has lost (42P05, 26000: a server session shared with
+// other clients). Its queries use the simple protocol, so that they leave
+// no prepared statement behind on a pooled server session for the next
+// start to trip over. Any other error is returned as it is: Run does not
+// start without the check, as River does not without a database.
 func checkDirect(ctx context.Context, pool *pgxpool.Pool, want map[string]string) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -50,7 +55,12 @@ func checkDirect(ctx context.Context, pool *pgxpool.Pool, want map[string]string
 	var wrong []string
 	for _, name := range []string{"ordertimeout.actor", "default_transaction_isolation"} {
 		var got *string
-		if err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", name).Scan(&got); err != nil {
+		err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", pgx.QueryExecModeSimpleProtocol, name).Scan(&got)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42P05" || pe.Code == "26000") {
+			return fmt.Errorf("%w: %w", ErrBehindPooler, err)
+		}
+		if err != nil {
 			return fmt.Errorf("check the connection's settings: %w", err)
 		}
 		if got == nil || *got != want[name] {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,13 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	// whatever the database's default. Run checks that they were applied
 	// (checkDirect).
 	for k, v := range sessionSettings(cfg.Name) {
+		// The same setting in another case in the URL would be sent too,
+		// and which of the two PostgreSQL applies would depend on map order.
+		for given := range poolConfig.ConnConfig.RuntimeParams {
+			if strings.EqualFold(given, k) {
+				delete(poolConfig.ConnConfig.RuntimeParams, given)
+			}
+		}
 		poolConfig.ConnConfig.RuntimeParams[k] = v
 	}
 	if poolConfig.ConnConfig.RuntimeParams["application_name"] == "" {
@@ -141,11 +149,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// retry.
 	// Through a connection pooler the sidecar cannot work (checkDirect):
 	// refuse to run rather than sweep under another isolation level or
-	// name another actor in the audit trail.
-	if err := checkDirect(ctx, s.pool, sessionSettings(s.cfg.Name)); errors.Is(err, ErrBehindPooler) {
+	// name another actor in the audit trail. A database that does not
+	// answer stops the start here, as it would at River's start below.
+	if err := checkDirect(ctx, s.pool, sessionSettings(s.cfg.Name)); err != nil {
 		return err
-	} else if err != nil {
-		logger.Warn("could not check the connection's settings yet", "error", err)
 	}
 	if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
 		return err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,10 +40,39 @@ func PgBouncer(t testing.TB, url string, ignore ...string) string {
 	}
 	cc, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
+	// PgBouncer refuses to run as root: it switches to postgres (-u).
+	var asUser []string
+	if os.Geteuid() == 0 {
+		if _, err := user.Lookup("postgres"); err != nil {
+			t.Skip("this test runs PgBouncer, which refuses to run as root, as the user postgres, and there is none: " +
+				"run it as another user, or create postgres (Debian's postgresql-15 package does)")
+		}
+		asUser = []string{"-u", "postgres"}
+	}
+	// Its auth_file quotes a name or password with double quotes, doubled
+	// inside.
+	quote := func(v string) string { return `"` + strings.ReplaceAll(v, `"`, `""`) + `"` }
+	users := quote(cc.User) + " " + quote(cc.Password) + "\n"
+	// A port another process took between freePort and PgBouncer's bind
+	// makes PgBouncer exit: try another.
+	for attempt := 1; ; attempt++ {
+		bouncer, exited := startPgBouncer(t, bin, asUser, cc, users, ignore)
+		if !exited {
+			return bouncer
+		}
+		if attempt == 3 {
+			t.Fatalf("PgBouncer exited three times before listening: %s", bouncer)
+		}
+	}
+}
 
-	// PgBouncer refuses to run as root: it switches to postgres (-u), which
-	// must read its files and write its log here (t.TempDir's parent is
-	// private to the test's user).
+// startPgBouncer starts one PgBouncer on a free port and returns its URL,
+// or, with exited, what it printed before it exited without listening.
+func startPgBouncer(t testing.TB, bin string, asUser []string, cc *pgx.ConnConfig, users string, ignore []string) (string, bool) {
+	t.Helper()
+
+	// The user PgBouncer switches to must read its files and write its log
+	// here (t.TempDir's parent is private to the test's user).
 	dir, err := os.MkdirTemp("", "pgbouncer-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
@@ -63,13 +94,9 @@ logfile = %s
 		ini += "ignore_startup_parameters = " + strings.Join(ignore, ", ") + "\n"
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "users.txt"), []byte(fmt.Sprintf("%q \"\"\n", cc.User)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "users.txt"), []byte(users), 0o644))
 
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, append(append([]string{}, asUser...), filepath.Join(dir, "pgbouncer.ini"))...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
@@ -84,20 +111,29 @@ logfile = %s
 	})
 
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	Eventually(t, 10*time.Second, "PgBouncer to listen on "+addr, func() (bool, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		select {
 		case <-done:
 			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			return false, fmt.Errorf("pgbouncer exited: %s%s", out.String(), log)
+			return out.String() + string(log), true
 		default:
 		}
-		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr)
-		if err != nil {
-			return false, nil
+		if c, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr); err == nil {
+			_ = c.Close()
+			break
 		}
-		return true, c.Close()
-	})
-	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cc.User, addr, cc.Database)
+		if time.Now().After(deadline) {
+			t.Fatalf("PgBouncer did not listen on %s within 10s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	u := &neturl.URL{Scheme: "postgres", User: neturl.UserPassword(cc.User, cc.Password), Host: addr, Path: "/" + cc.Database,
+		RawQuery: "sslmode=disable"}
+	if cc.Password == "" {
+		u.User = neturl.User(cc.User)
+	}
+	return u.String(), false
 }
 
 // freePort returns a TCP port of 127.0.0.1 that nothing listened on a
