@@ -84,3 +84,42 @@ func refusedStartupParameter(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "08P01" && strings.Contains(pe.Message, "unsupported startup parameter")
 }
+
+// setParam sets the startup parameter name of params to value, first
+// removing the same name spelled in another case: PostgreSQL folds A-Z in
+// setting names, and pgx would send both spellings, leaving PostgreSQL to
+// apply whichever came last in map order. With keep, a non-empty value
+// already given under any spelling is kept, under name.
+func setParam(params map[string]string, name, value string, keep bool) {
+	for given, v := range params {
+		if asciiEqualFold(given, name) {
+			delete(params, given)
+			if keep && v != "" {
+				value = v
+			}
+		}
+	}
+	params[name] = value
+}
+
+// asciiEqualFold reports whether a and b are equal with A-Z folded to a-z
+// only, as PostgreSQL compares setting names (strings.EqualFold also folds
+// other letters, such as the long s to s).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

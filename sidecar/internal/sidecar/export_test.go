@@ -16,3 +16,6 @@ func (s *Sidecar) Listener() *listener.Listener { return s.listen }
 
 // Registry returns the sidecar's metrics.
 func (s *Sidecar) Registry() *prometheus.Registry { return s.reg }
+
+// StartupParams returns the startup parameters of the sidecar's pool.
+func (s *Sidecar) StartupParams() map[string]string { return s.pool.Config().ConnConfig.RuntimeParams }

@@ -82,3 +82,39 @@ func TestRefusesAConnectionPooler(t *testing.T) {
 	require.EqualValues(t, 1, sidecartest.Int(t, db,
 		"SELECT count(*) FROM ordertimeout.events WHERE order_id = 'P1' AND to_status = 'CANCELLED' AND actor = 'sidecar:direct'"))
 }
+
+// The sidecar's session settings and application_name go out under one
+// spelling each, whatever the URL spells: PostgreSQL folds A-Z in setting
+// names, and pgx would send both spellings, PostgreSQL applying whichever
+// came last in map order. A name application_name given in the URL, in any
+// case, is kept. Only A-Z fold: the long s of "ſ" is another name.
+func TestStartupParamsOneSpellingEach(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	_, gatewayURL := sidecartest.Fake(t, db)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := sidecar.New(context.Background(), sidecartest.Config(url+sep+
+		"DEFAULT_TRANSACTION_ISOLATION=serializable&Ordertimeout.Actor=someone&Application_Name=shop&default_tranſaction_iſolation=x",
+		gatewayURL, "spelt"))
+	require.NoError(t, err)
+	params := s.StartupParams()
+	for name, want := range map[string]string{
+		"default_transaction_isolation": "read committed",
+		"ordertimeout.actor":            "sidecar:spelt",
+		"application_name":              "shop",
+	} {
+		var spellings []string
+		for k := range params {
+			if strings.EqualFold(k, name) && !strings.ContainsRune(k, 'ſ') {
+				spellings = append(spellings, k)
+			}
+		}
+		require.Equal(t, []string{name}, spellings, "one spelling of %s", name)
+		require.Equal(t, want, params[name], name)
+	}
+	require.Equal(t, "x", params["default_tranſaction_iſolation"], "not PostgreSQL's name: left for PostgreSQL to refuse")
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,19 +86,11 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	// cancel_checked refuse an older snapshot than READ COMMITTED's (OT154),
 	// whatever the database's default. Run checks that they were applied
 	// (checkDirect).
+	params := poolConfig.ConnConfig.RuntimeParams
 	for k, v := range sessionSettings(cfg.Name) {
-		// The same setting in another case in the URL would be sent too,
-		// and which of the two PostgreSQL applies would depend on map order.
-		for given := range poolConfig.ConnConfig.RuntimeParams {
-			if strings.EqualFold(given, k) {
-				delete(poolConfig.ConnConfig.RuntimeParams, given)
-			}
-		}
-		poolConfig.ConnConfig.RuntimeParams[k] = v
+		setParam(params, k, v, false)
 	}
-	if poolConfig.ConnConfig.RuntimeParams["application_name"] == "" {
-		poolConfig.ConnConfig.RuntimeParams["application_name"] = ApplicationName(cfg.Name)
-	}
+	setParam(params, "application_name", ApplicationName(cfg.Name), true)
 	// Sweep sessions, workers, and River's own (fetch, completer, leader,
 	// notifier) connections.
 	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
@@ -142,18 +133,22 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	logger := s.logger
 
-	// A sidecar started before `ordertimeout migrate up` refuses to run
-	// rather than fail on every sweep or every conflict it should resolve
-	// (also with --no-sweep: its workers and listener need the schema too);
-	// a database that does not answer yet is left to the sweeps, which
-	// retry.
 	// Through a connection pooler the sidecar cannot work (checkDirect):
 	// refuse to run rather than sweep under another isolation level or
 	// name another actor in the audit trail. A database that does not
-	// answer stops the start here, as it would at River's start below.
+	// answer stops the start here, as it did at River's start below before
+	// this check: the process exits 1 for its supervisor to start it again.
 	if err := checkDirect(ctx, s.pool, sessionSettings(s.cfg.Name)); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (SIGTERM) while checking: nothing started
+		}
 		return err
 	}
+	// A sidecar started before `ordertimeout migrate up` refuses to run
+	// rather than fail on every sweep or every conflict it should resolve
+	// (also with --no-sweep: its workers and listener need the schema too).
+	// The database answered the check above; an error here (it went away
+	// meanwhile) is logged, and River's start decides.
 	if err := sweep.CheckSchema(ctx, s.pool); errors.Is(err, sweep.ErrSchemaBehind) {
 		return err
 	} else if err != nil {
