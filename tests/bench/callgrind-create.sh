@@ -53,22 +53,7 @@ ensure_migrate
 
 last="$(find migrations -name '*.up.sql' | sed 's|.*/0*\([0-9]*\)_.*|\1|' | sort -n | tail -1)"
 base="${1:-$((last - 1))}"
-as_pg=()
-if ((EUID == 0)); then
-	as_pg=(runuser -u postgres --)
-fi
-dir="$(mktemp -d -t callgrind-create.XXXXXX)"
-cleanup() {
-	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-if ((EUID == 0)); then chown postgres: "$dir"; fi
-"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
-port=$((20000 + RANDOM % 40000))
-"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-	-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir'" start >/dev/null
-url="postgres://postgres@127.0.0.1:$port"
+private_cluster callgrind-create
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
 
 zset_schema="$(sed -n '/^const zsetSchema = `/,/^`/p' tests/bench/zset.go | sed '1d;$d')"

@@ -20,22 +20,7 @@ command -v valgrind >/dev/null 2>&1 || die "valgrind not found (apt-get install 
 ensure_migrate
 out="${1:-$ROOT/.cache/callgrind-drain.out}"
 mkdir -p "$(dirname "$out")"
-as_pg=()
-if ((EUID == 0)); then
-	as_pg=(runuser -u postgres --)
-fi
-dir="$(mktemp -d -t callgrind-drain.XXXXXX)"
-cleanup() {
-	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-if ((EUID == 0)); then chown postgres: "$dir"; fi
-"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
-port=$((20000 + RANDOM % 40000))
-"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-	-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir'" start >/dev/null
-url="postgres://postgres@127.0.0.1:$port"
+private_cluster callgrind-drain
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
 "${psql[@]}" "$url/postgres" -c "CREATE DATABASE drain"
 run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/drain" up

@@ -111,3 +111,26 @@ migrate_cli() {
 	shift
 	run_quiet "$MIGRATE" -path "$ROOT/migrations" -database "$(pgx5_url "$url")" "$@"
 }
+
+# private_cluster NAME initdbs a throwaway cluster in a new temporary
+# directory named after NAME and starts it on a random port of 127.0.0.1,
+# for the scripts that load it, stop it and run postgres --single on its data
+# directory (tests/bench/callgrind-*.sh). It sets dir (the directory; the
+# cluster is $dir/data), port, url (postgres://postgres@127.0.0.1:port, no
+# database) and as_pg (the prefix that runs a command as postgres when this
+# script runs as root), and sets an EXIT trap that stops the server and
+# removes dir.
+private_cluster() {
+	as_pg=()
+	if ((EUID == 0)); then
+		as_pg=(runuser -u postgres --)
+	fi
+	dir="$(mktemp -d -t "$1.XXXXXX")"
+	trap '"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+	if ((EUID == 0)); then chown postgres: "$dir"; fi
+	"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
+	port=$((20000 + RANDOM % 40000))
+	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+		-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir'" start >/dev/null
+	url="postgres://postgres@127.0.0.1:$port"
+}

@@ -37,36 +37,27 @@ func sessionSettings(name string) map[string]string {
 // sidecar would fail every sweep under another isolation level, or write
 // another actor into the audit trail, and its LISTEN would hear nothing
 // (a transaction-mode pooler hands the session to other clients). Both are
-// ErrBehindPooler, as is a prepared statement that a fresh connection
-// already has or has lost (42P05, 26000: a server session shared with
-// other clients). Its queries use the simple protocol, so that they leave
-// no prepared statement behind on a pooled server session for the next
-// start to trip over. Any other error is returned as it is: Run does not
-// start without the check, as River does not without a database.
+// ErrBehindPooler. Its query uses the simple protocol, so that it leaves no
+// prepared statement behind on a pooled server session for the next start
+// to trip over. Any other error is returned as it is: Run does not start
+// without the check, as River does not without a database.
 func checkDirect(ctx context.Context, pool *pgxpool.Pool, want map[string]string) error {
-	conn, err := pool.Acquire(ctx)
+	names := []string{"ordertimeout.actor", "default_transaction_isolation"}
+	got := make([]*string, len(names))
+	err := pool.QueryRow(ctx, "SELECT current_setting($1, true), current_setting($2, true)",
+		pgx.QueryExecModeSimpleProtocol, names[0], names[1]).Scan(&got[0], &got[1])
+	if refusedStartupParameter(err) {
+		return fmt.Errorf("%w: %w", ErrBehindPooler, err)
+	}
 	if err != nil {
-		if refusedStartupParameter(err) {
-			return fmt.Errorf("%w: %w", ErrBehindPooler, err)
-		}
 		return fmt.Errorf("check the connection's settings: %w", err)
 	}
-	defer conn.Release()
 	var wrong []string
-	for _, name := range []string{"ordertimeout.actor", "default_transaction_isolation"} {
-		var got *string
-		err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", pgx.QueryExecModeSimpleProtocol, name).Scan(&got)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P05" || pe.Code == "26000") {
-			return fmt.Errorf("%w: %w", ErrBehindPooler, err)
-		}
-		if err != nil {
-			return fmt.Errorf("check the connection's settings: %w", err)
-		}
-		if got == nil || *got != want[name] {
+	for i, name := range names {
+		if got[i] == nil || *got[i] != want[name] {
 			shown := "not set"
-			if got != nil {
-				shown = fmt.Sprintf("%q", *got)
+			if got[i] != nil {
+				shown = fmt.Sprintf("%q", *got[i])
 			}
 			wrong = append(wrong, fmt.Sprintf("%s is %s, not %q", name, shown, want[name]))
 		}

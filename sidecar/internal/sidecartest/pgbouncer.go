@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 // PgBouncer starts a real PgBouncer (Debian's pgbouncer, which
@@ -77,13 +79,16 @@ func startPgBouncer(t testing.TB, bin string, asUser []string, cc *pgx.ConnConfi
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	require.NoError(t, os.Chmod(dir, 0o777))
-	port := freePort(t)
+	addr, err := sidecarproc.FreeAddr()
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%d
 
 [pgbouncer]
 listen_addr = 127.0.0.1
-listen_port = %d
+listen_port = %s
 unix_socket_dir =
 auth_type = trust
 auth_file = %s
@@ -110,7 +115,6 @@ logfile = %s
 		<-done
 	})
 
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
@@ -134,14 +138,4 @@ logfile = %s
 		u.User = neturl.User(cc.User)
 	}
 	return u.String(), false
-}
-
-// freePort returns a TCP port of 127.0.0.1 that nothing listened on a
-// moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close() //nolint:errcheck // only its port is wanted
-	return l.Addr().(*net.TCPAddr).Port
 }

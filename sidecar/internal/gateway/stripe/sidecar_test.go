@@ -1,10 +1,8 @@
 package stripe_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -39,7 +38,7 @@ func TestSidecarWithStripeDriver(t *testing.T) {
 	cfg.GatewayDriver = gateway.DriverStripe
 	cfg.StripeKey = testKey
 	cfg.StripeURL = rec.URL
-	var logs lockedBuffer
+	var logs sidecarproc.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sidecartest.Start(t, cfg)
 
@@ -59,23 +58,4 @@ func TestSidecarWithStripeDriver(t *testing.T) {
 		paths = append(paths, r.Method+" "+r.Path)
 	}
 	require.Contains(t, paths, "POST /v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa/cancel")
-}
-
-// lockedBuffer is a bytes.Buffer that the sidecar's goroutines may write
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
