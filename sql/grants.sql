@@ -28,6 +28,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.cancel_checked(text, integer),
     ordertimeout.next_due(),
     ordertimeout.plan_sleep(interval),
+    ordertimeout.plan_next_sweep(interval, timestamptz, interval),
     ordertimeout.rescue_stuck_jobs(interval, integer),
     ordertimeout.resolve_conflict(bigint, text, text),
     ordertimeout.finish_refund(bigint, text),

@@ -46,6 +46,7 @@
 \ir ../plpgsql/order_events.sql
 \ir ../plpgsql/order_info.sql
 \ir ../plpgsql/order_payments.sql
+\ir ../plpgsql/plan_next_sweep.sql
 \ir ../plpgsql/plan_sleep.sql
 \ir ../plpgsql/preview_due.sql
 \ir ../plpgsql/purge_orders.sql

@@ -157,8 +157,8 @@ const (
 	// InvalidMax (OT140): max is not between 1 and 100,000.
 	InvalidMax = "OT140"
 	// InvalidInterval (OT141): an interval argument (by, older_than,
-	// max_sleep, running_for) is out of range or has a negative part, or by
-	// has a month part.
+	// max_sleep, retry_held_in, running_for) is out of range or has a
+	// negative part, or by has a month part.
 	InvalidInterval = "OT141"
 	// InvalidSKU (OT142): sku is empty, longer than 64 characters, or has
 	// control, format or line-separator characters.
@@ -204,6 +204,9 @@ const (
 	// pause were still uncommitted when it stopped waiting for them (2 s):
 	// they are kept if their transactions commit. See PauseUnconfirmed.
 	PauseNotFenced = "OT155"
+	// HeldDueByAhead (OT156): plan_next_sweep's held_due_by is later than the
+	// database's clock.
+	HeldDueByAhead = "OT156"
 )
 
 // Codes of payment methods.

@@ -141,7 +141,7 @@ func (e *env) sidecarClock(s *sidecar) time.Duration {
 // from a sidecar 10 minutes fast; the cancels of the short orders would be
 // 10 minutes late if any came from a sidecar 10 minutes slow. Neither
 // happens: cancel lateness stays within the sweep's pause, because the
-// sweeper's only time decisions are plan_sleep's wake-up and
+// sweeper's only time decisions are plan_next_sweep's wake-up and
 // clock_timestamp(), both read from the database in one query, and their
 // difference is slept with the monotonic clock.
 //

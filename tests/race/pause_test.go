@@ -281,7 +281,7 @@ func TestPauseWarnsOfASweepLeftOpenAndHoldsNoOneElse(t *testing.T) {
 // A pause that warned and is not committed yet (its transaction is still
 // open) already stops every timeout cancel: a gateway check whose cancel
 // comes to the fence rolls back (OT137), a sweep claims nothing, and
-// plan_sleep plans a sleep of a second (not max_sleep: a pause that rolls
+// plan_next_sweep plans a sleep of a second (not max_sleep: a pause that rolls
 // back sends no wake-up). Before, the cancels of that window passed the
 // fence and committed.
 func TestAPauseNotCommittedYetStopsCancels(t *testing.T) {
@@ -311,7 +311,7 @@ func TestAPauseNotCommittedYetStopsCancels(t *testing.T) {
 	require.Zero(t, queryInt(ctx, t, other, `SELECT claimed FROM ordertimeout.sweep_due()`))
 	var sleep time.Duration
 	require.NoError(t, other.QueryRow(ctx,
-		`SELECT ordertimeout.plan_sleep(interval '1 minute') - clock_timestamp()`).Scan(&sleep))
+		`SELECT p.wake_at - clock_timestamp() FROM ordertimeout.plan_next_sweep(interval '1 minute') AS p`).Scan(&sleep))
 	require.Greater(t, sleep, 500*time.Millisecond, "a long sleep while a pause is pending")
 	require.LessOrEqual(t, sleep, time.Second, "a second at most: a pause that rolls back sends no wake-up")
 

@@ -73,8 +73,8 @@ func TestSweepLooksAgainAfterDeferringAnOldOrder(t *testing.T) {
 	require.Equal(t, 1, cancelled, "the next sweep looks at every due row and cancels the order")
 }
 
-// plan_sleep never waits for a sweep: the sweep's record of its full look
-// (scan_state) is held to its commit, and plan_sleep writes another table
+// plan_next_sweep never waits for a sweep: the sweep's record of its full look
+// (scan_state) is held to its commit, and plan_next_sweep writes another table
 // (sweep_state). A transaction left open after a sweep, in psql or a
 // pg_cron job, must not stop every sidecar's planning.
 func TestPlanSleepDoesNotWaitForAnOpenSweep(t *testing.T) {
@@ -100,8 +100,8 @@ func TestPlanSleepDoesNotWaitForAnOpenSweep(t *testing.T) {
 	_, err = conn.Exec(ctx, `SET lock_timeout = '500ms'`)
 	require.NoError(t, err)
 	var wake bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT ordertimeout.plan_sleep(interval '1 second') IS NOT NULL`).Scan(&wake),
-		"plan_sleep must not wait for the open sweep's lock")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT p.wake_at IS NOT NULL FROM ordertimeout.plan_next_sweep(interval '1 second') AS p`).Scan(&wake),
+		"plan_next_sweep must not wait for the open sweep's lock")
 	require.True(t, wake)
 	// A second sweep neither waits: its record is skipped.
 	var claimed int

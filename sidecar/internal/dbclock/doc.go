@@ -3,7 +3,7 @@
 // The database's clock rules: every deadline, every cancel and every event is
 // timed by PostgreSQL. The sidecar's own wall clock may be off by minutes (a
 // host whose NTP is broken, a container on a skewed node), and nothing may
-// depend on it. The sweep never reads it (plan_sleep returns the wake-up
+// depend on it. The sweep never reads it (plan_next_sweep returns the wake-up
 // moment and clock_timestamp() together; their difference is slept with the
 // monotonic clock). What remains is the work River schedules from the
 // client's clock: a snoozed or retried job's next run, the promotion of

@@ -215,13 +215,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Name = DefaultName()
 	}
 	// The database's bounds: sweep_due refuses any other batch (OT140) and
-	// plan_sleep any other pause (OT141). A sidecar started with such a
+	// plan_next_sweep any other pause (OT141). A sidecar started with such a
 	// value would fail every sweep, or sleep the whole value after each.
 	if cfg.SweepBatch < 0 || cfg.SweepBatch > sweep.MaxBatch {
 		return Config{}, fmt.Errorf("sweep-batch must be between 1 and %d (what sweep_due takes), got %d (--sweep-batch)", sweep.MaxBatch, cfg.SweepBatch)
 	}
 	if cfg.MaxSleep < 0 || cfg.MaxSleep > sweep.MaxMaxSleep {
-		return Config{}, fmt.Errorf("max-sleep must be at most %s (what plan_sleep takes) and not negative (0: the default, %s), got %s (--max-sleep)", sweep.MaxMaxSleep, sweep.DefaultMaxSleep, cfg.MaxSleep)
+		return Config{}, fmt.Errorf("max-sleep must be at most %s (what plan_next_sweep takes) and not negative (0: the default, %s), got %s (--max-sleep)", sweep.MaxMaxSleep, sweep.DefaultMaxSleep, cfg.MaxSleep)
 	}
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers

@@ -15,7 +15,8 @@ import (
 var resultColumns = []string{"claimed", "cancelled", "caught_by_sweep", "checks", "moot", "deferred"}
 
 // sweepQuery is the one statement a sweep runs.
-var sweepQuery = "SELECT " + strings.Join(resultColumns, ", ") + " FROM ordertimeout.sweep_due($1)"
+// Its now() is the sweep's transaction start (Result.SweptAt).
+var sweepQuery = "SELECT " + strings.Join(resultColumns, ", ") + ", now() FROM ordertimeout.sweep_due($1)"
 
 // ErrSchemaBehind is wrapped by CheckSchema's error when the database's
 // sweep_due lacks a column this sweeper reads: its schema is older than this
@@ -30,7 +31,7 @@ var ErrSchemaBehind = errors.New("the database schema is older than this sidecar
 // call of it.
 var requiredFunctions = []string{
 	"ordertimeout.sweep_due(integer)",
-	"ordertimeout.plan_sleep(interval)",
+	"ordertimeout.plan_next_sweep(interval, timestamptz, interval)", // 000050
 	"ordertimeout.cancel_checked(text, integer)",
 	"ordertimeout.confirm_payment(text, text, numeric, text)",
 	"ordertimeout.fail_payment(text, text)",

@@ -29,12 +29,12 @@ const (
 
 	// MaxBatch is the largest Batch: sweep_due refuses more (OT140).
 	MaxBatch = 100000
-	// MaxMaxSleep is the longest MaxSleep: plan_sleep refuses more (OT141).
+	// MaxMaxSleep is the longest MaxSleep: plan_next_sweep refuses more (OT141).
 	MaxMaxSleep = time.Hour
 )
 
 const (
-	// minSleep is the shortest sleep after plan_sleep, which can name a
+	// minSleep is the shortest sleep after plan_next_sweep, which can name a
 	// moment already past when due rows exist that another session holds
 	// (SKIP LOCKED passed them over); the pause keeps this sweeper from
 	// spinning on them.
@@ -48,17 +48,34 @@ const (
 	// left orders to the next call because another transaction held a lock
 	// their cancel needs. The holder is usually a create_order or a payment
 	// about to commit (it locks stock last, so only for its commit), and each
-	// such order otherwise waited a whole sweep cycle (plan_sleep, minSleep
+	// such order otherwise waited a whole sweep cycle (plan_next_sweep, minSleep
 	// and the next sweep: 13 ms more lag per deferral at 1,000 orders/s, the
 	// steady benchmark with the deferred orders logged). The pause doubles
 	// for each further sweep in a row that defers, up to deferRetries of
-	// them; then the loop sleeps as usual (plan_sleep, at least minSleep), so
-	// an order whose lock is held for long costs at most deferRetries
-	// sweeps more than before.
+	// them; then plan_next_sweep plans the next sweep (heldRetryFirst).
 	deferPause = time.Millisecond
 
 	// deferRetries bounds the quick sweeps in a row after deferrals.
 	deferRetries = 2
+
+	// heldRetryFirst and heldRetryMax are the first and the longest pause
+	// before due orders that a sweep passed over are tried again: those it
+	// deferred (after the quick sweeps), and those whose timer row another
+	// transaction holds (another sweep, or one left open). After every
+	// sweep that is not a full batch, plan_next_sweep is told that sweep's
+	// now() (held_due_by) and this pause (retry_held_in): the timer rows
+	// due by then that are still there count as due only after the pause,
+	// and every other order is woken for at its moment. The pause doubles
+	// with each plan in a row that finds such rows. Before, one due order
+	// held for minutes (a payment's transaction left open) stayed the
+	// earliest due timer, and the sweeper swept every few milliseconds for
+	// as long: about 200 sweeps a second, a quarter of a core of
+	// PostgreSQL's time (TestSweeperBacksOffAnOrderHeldLong's set-up,
+	// counted on this repo's dev server). Now an order held for a time T
+	// costs about log2(T/4 ms) sweeps plus one a second, and is cancelled
+	// about T (and never more than heldRetryMax) after it is let go.
+	heldRetryFirst = deferPause << deferRetries
+	heldRetryMax   = time.Second
 
 	// errorPause is how long the loop waits after a failed sweep.
 	errorPause = time.Second
@@ -67,7 +84,7 @@ const (
 	// serialization failure or deadlock.
 	retries = 5
 
-	// statementTimeout bounds one sweep_due or plan_sleep call.
+	// statementTimeout bounds one sweep_due or plan_next_sweep call.
 	statementTimeout = time.Minute
 )
 
@@ -79,6 +96,12 @@ type Result struct {
 	Checks        int // orders handed to a gateway check instead
 	Moot          int // claimed rows that could no longer act
 	Deferred      int // due orders left to the next call: a lock their cancel needs was held
+
+	// SweptAt is the sweep transaction's now(): every order it passed over
+	// (deferred, or whose timer row another transaction held) was due by
+	// then (plan_next_sweep's held_due_by). Zero for a sweep that met a
+	// pause.
+	SweptAt time.Time
 }
 
 // Stats are a Sweeper's counters since it was created.
@@ -91,6 +114,7 @@ type Stats struct {
 	Moot          int64
 	Deferred      int64 // due orders left to a later sweep because a lock was held
 	QuickSweeps   int64 // sweeps made after a pause of deferPause (doubling) instead of the usual sleep
+	HeldPlans     int64 // plans of the next sweep that found due orders passed over, held by another transaction
 	Retries       int64 // sweeps repeated after a serialization failure or deadlock
 	Errors        int64 // sweeps that failed
 	Wakeups       int64 // NOTIFYs on WakeChannel received
@@ -101,7 +125,7 @@ type Stats struct {
 // WakeHandler on the pgxlisten.Listener that should deliver its wake-ups
 // (the sidecar's one LISTEN connection, package listener), then call Run.
 type Sweeper struct {
-	// Pool runs sweep_due and plan_sleep. It is required. Its connections
+	// Pool runs sweep_due and plan_next_sweep. It is required. Its connections
 	// should set ordertimeout.actor so that events name this sidecar.
 	Pool *pgxpool.Pool
 
@@ -122,10 +146,12 @@ type Sweeper struct {
 	Logger *slog.Logger
 
 	batches, claimed, cancelled, caught, checks, moot atomic.Int64
-	deferred, quick, retries, errors, wakeups         atomic.Int64
+	deferred, quick, held, retries, errors, wakeups   atomic.Int64
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+
+	heldRetryLimit time.Duration // tests only (SetHeldRetryMax); if zero, heldRetryMax is used
 }
 
 // Stats returns the sweeper's counters.
@@ -139,6 +165,7 @@ func (s *Sweeper) Stats() Stats {
 		Moot:          s.moot.Load(),
 		Deferred:      s.deferred.Load(),
 		QuickSweeps:   s.quick.Load(),
+		HeldPlans:     s.held.Load(),
 		Retries:       s.retries.Load(),
 		Errors:        s.errors.Load(),
 		Wakeups:       s.wakeups.Load(),
@@ -155,6 +182,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	logger := s.logger()
 	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
 	deferring := 0 // sweeps in a row that deferred orders
+	holding := 0   // plans in a row that found due rows passed over
 	for ctx.Err() == nil {
 		// A wake-up that came before this sweep is answered by it.
 		select {
@@ -182,13 +210,19 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			continue
 		}
 
-		d, err := s.planSleep(ctx)
+		d, held, err := s.planSleep(ctx, res.SweptAt, s.retryHeldIn(holding))
 		if err != nil && ctx.Err() != nil {
 			break
 		}
 		if err != nil {
 			logger.Error("plan next sweep", "error", err)
 			d = s.maxSleep()
+		}
+		if held {
+			s.held.Add(1)
+			holding++
+		} else {
+			holding = 0
 		}
 		s.pause(ctx, d)
 	}
@@ -231,7 +265,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	for attempt := 1; ; attempt++ {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
 		err := s.Pool.QueryRow(qctx, sweepQuery, s.batch()).
-			Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot, &res.Deferred)
+			Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot, &res.Deferred, &res.SweptAt)
 		cancel()
 		if err == nil {
 			break
@@ -262,19 +296,43 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
+// retryHeldIn is the pause before due rows passed over are tried again
+// after n plans in a row found such rows: heldRetryFirst doubled n times, at
+// most heldRetryMax.
+func (s *Sweeper) retryHeldIn(n int) time.Duration {
+	limit := heldRetryMax
+	if s.heldRetryLimit > 0 {
+		limit = s.heldRetryLimit
+	}
+	d := heldRetryFirst
+	for i := 0; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
 // planSleep records when this sweeper will sweep next and returns how long
-// to sleep. Both moments are the database's clock.
-func (s *Sweeper) planSleep(ctx context.Context) (time.Duration, error) {
+// to sleep, and whether due rows that the last sweep passed over (due by
+// sweptAt, its now(); zero for none known) are still there: they are tried
+// again only after retryHeld. Both moments are the database's clock.
+func (s *Sweeper) planSleep(ctx context.Context, sweptAt time.Time, retryHeld time.Duration) (time.Duration, bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
-	var wakeAt, now time.Time
-	err := s.Pool.QueryRow(qctx,
-		"SELECT ordertimeout.plan_sleep($1 * interval '1 microsecond'), clock_timestamp()",
-		s.maxSleep().Microseconds()).Scan(&wakeAt, &now)
-	if err != nil {
-		return 0, fmt.Errorf("plan next sweep: %w", err)
+	var dueBy *time.Time
+	var retryIn *int64
+	if !sweptAt.IsZero() {
+		dueBy, retryIn = &sweptAt, ptr(retryHeld.Microseconds())
 	}
-	return min(max(wakeAt.Sub(now), minSleep), s.maxSleep()), nil
+	var wakeAt, now time.Time
+	var held bool
+	err := s.Pool.QueryRow(qctx, `
+		SELECT p.wake_at, p.held, clock_timestamp()
+		FROM ordertimeout.plan_next_sweep($1 * interval '1 microsecond', $2, $3 * interval '1 microsecond') AS p`,
+		s.maxSleep().Microseconds(), dueBy, retryIn).Scan(&wakeAt, &held, &now)
+	if err != nil {
+		return 0, false, fmt.Errorf("plan next sweep: %w", err)
+	}
+	return min(max(wakeAt.Sub(now), minSleep), s.maxSleep()), held, nil
 }
 
 // pause waits for d, a wake-up or the end of ctx.
@@ -323,6 +381,8 @@ func (s *Sweeper) wakeup() chan struct{} {
 	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
 	return s.wake
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func retryable(err error) bool {
 	return sqlstate.Is(err, sqlstate.SerializationFailure, sqlstate.DeadlockDetected)

@@ -158,9 +158,10 @@ func TestSweepersShareTheWork(t *testing.T) {
 
 // A due order whose stock row another transaction holds is deferred, not
 // waited for: the sweeper sweeps again after a pause of a millisecond, then
-// two, and after that, the lock still held, only at its usual pace (no more
-// quick sweeps however long the lock is held). Once the holder commits, the
-// order is cancelled.
+// two, and after that, the lock still held, after pauses that plan_next_sweep
+// plans (no more quick sweeps however long the lock is held; see
+// TestSweeperBacksOffAnOrderHeldLong). Once the holder commits, the order is
+// cancelled.
 func TestSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -193,6 +194,81 @@ func TestSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	sidecartest.Eventually(t, 10*time.Second, "the sweeper to count it", func() (bool, error) {
 		return s.Stats().Cancelled == 1, nil
 	})
+}
+
+// A due order that another transaction holds for long is tried again after
+// pauses that double, not every few milliseconds for as long as it is held;
+// meanwhile every other order is still cancelled at its moment: one due
+// later than the last sweep (planned from the timer rows, past the held one)
+// and one created during the pause (its NOTIFY, since the pause's end is the
+// recorded wake_at). Two holders: one of the order's row (a payment's
+// transaction left open: the sweep defers the order, sweeps again after 1
+// and 2 ms, then plan_next_sweep's retry_held_in: 4 ms, 8 ms, ...), and one
+// of its timer row (a sweep left open: SKIP LOCKED passes it over, 4 ms,
+// 8 ms, ...). The pauses are left unbounded here, so that waiting for them
+// instead would show as seconds of lateness.
+func TestSweeperBacksOffAnOrderHeldLong(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, hold  string
+		quickSweeps int64
+	}{
+		{"order row", `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held' FOR NO KEY UPDATE`, 2},
+		{"timer row", `SELECT 1 FROM public.river_job WHERE queue = 'ordertimeout_expire' AND args ->> 'order_id' = 'held' FOR UPDATE`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := pgtest.NewPool(t)
+			sidecartest.Setup(t, db)
+			sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
+			sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+				return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+			})
+			holder, err := db.Begin(ctx)
+			require.NoError(t, err)
+			defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
+			tag, err := holder.Exec(ctx, tc.hold)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, tag.RowsAffected())
+			sidecartest.CreateOrder(t, db, "later", 3*time.Second, "")
+
+			s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
+			sweep.SetHeldRetryMax(s, time.Hour)
+			listen(t, db, s)
+			run(t, s)
+			lateness := func(orderID string) time.Duration {
+				var d time.Duration
+				require.NoError(t, db.QueryRow(ctx, "SELECT lateness FROM ordertimeout.cancel_lag WHERE order_id = $1", orderID).Scan(&d))
+				return d
+			}
+
+			// A dozen sweeps until "later"'s moment, where sweeping every
+			// few milliseconds made hundreds.
+			sidecartest.WaitStatus(t, db, "later", "CANCELLED", 10*time.Second)
+			st := s.Stats()
+			require.LessOrEqual(t, st.Batches, int64(30), "sweeps while the order was held: %+v", st)
+			require.Equal(t, tc.quickSweeps, st.QuickSweeps, "%+v", st)
+			require.GreaterOrEqual(t, st.HeldPlans, int64(5), "plans that found the order held: %+v", st)
+			require.Less(t, lateness("later"), 500*time.Millisecond, "an order due after the held one is woken for at its moment")
+			require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
+
+			// The next pause is seconds long now: an order due before its
+			// end sends a wake-up.
+			sidecartest.CreateOrder(t, db, "soon", 100*time.Millisecond, "")
+			sidecartest.WaitStatus(t, db, "soon", "CANCELLED", 10*time.Second)
+			require.Less(t, lateness("soon"), 500*time.Millisecond, "an order created during the pause is woken for at its moment")
+			require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
+
+			// Let go, the held order is cancelled at the next sweep (here
+			// one that a new order's wake-up brings, since the pause is
+			// unbounded).
+			require.NoError(t, holder.Rollback(ctx))
+			sidecartest.CreateOrder(t, db, "poke", time.Millisecond, "")
+			sidecartest.WaitStatus(t, db, "held", "CANCELLED", 10*time.Second)
+			sidecartest.WaitStatus(t, db, "poke", "CANCELLED", 10*time.Second)
+		})
+	}
 }
 
 // A sweep that meets the start of a pause (OT137: it waited for an order

@@ -34,6 +34,7 @@ SELECT results_eq(
     ('order_events', 'order_id text', 'TABLE(event_id bigint, from_status text, to_status text, cause text, actor text, lateness interval, at timestamp with time zone, detail jsonb)'),
     ('order_info', 'order_id text', 'ordertimeout.order_state'),
     ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
+    ('plan_next_sweep', 'max_sleep interval, held_due_by timestamp with time zone DEFAULT NULL::timestamp with time zone, retry_held_in interval DEFAULT NULL::interval', 'TABLE(wake_at timestamp with time zone, held boolean)'),
     ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
     ('purge_orders', 'closed_older_than interval, max integer DEFAULT 1000, paid_older_than interval DEFAULT NULL::interval', 'integer'),
