@@ -13,8 +13,9 @@
 -- moment, as usual. Without this, one due order held for minutes (a
 -- payment's transaction left open, a sweep left open in psql) stayed the
 -- earliest due timer, every plan named a moment already past, and the
--- sidecar swept every few milliseconds for as long as it was held: about
--- 200 sweeps a second, a quarter of a core (migration 000050). The sidecar
+-- sidecar swept every few milliseconds for as long as it was held: 188
+-- sweeps a second, 0.39 cores with its server (tests/bench/held-order.sh;
+-- migration 000050). The sidecar
 -- doubles retry_held_in with each plan in a row that finds held rows.
 CREATE FUNCTION ordertimeout.plan_next_sweep(
     max_sleep     interval,

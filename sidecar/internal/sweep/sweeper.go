@@ -69,9 +69,9 @@ const (
 	// with each plan in a row that finds such rows. Before, one due order
 	// held for minutes (a payment's transaction left open) stayed the
 	// earliest due timer, and the sweeper swept every few milliseconds for
-	// as long: about 200 sweeps a second, a quarter of a core of
-	// PostgreSQL's time (TestSweeperBacksOffAnOrderHeldLong's set-up,
-	// counted on this repo's dev server). Now an order held for a time T
+	// as long: 188 sweeps a second, 0.39 cores with its server
+	// (tests/bench/held-order.sh; 1.1 sweeps a second and 0.04 cores
+	// since). Now an order held for a time T
 	// costs about log2(T/4 ms) sweeps plus one a second, and is cancelled
 	// about T (and never more than heldRetryMax) after it is let go.
 	heldRetryFirst = deferPause << deferRetries
