@@ -329,6 +329,12 @@ func (s *Sweeper) planSleep(ctx context.Context, sweptAt time.Time, retryHeld ti
 		SELECT p.wake_at, p.held, clock_timestamp()
 		FROM ordertimeout.plan_next_sweep($1 * interval '1 microsecond', $2, $3 * interval '1 microsecond') AS p`,
 		s.maxSleep().Microseconds(), dueBy, retryIn).Scan(&wakeAt, &held, &now)
+	if sqlstate.Is(err, sqlstate.HeldDueByAhead) && dueBy != nil {
+		// The database's clock went back since the sweep (OT156): plan
+		// as if it had passed nothing over.
+		s.logger().Warn("the database's clock went back between a sweep and the plan of the next one", "error", err)
+		return s.planSleep(ctx, time.Time{}, retryHeld)
+	}
 	if err != nil {
 		return 0, false, fmt.Errorf("plan next sweep: %w", err)
 	}

@@ -271,6 +271,34 @@ func TestSweeperBacksOffAnOrderHeldLong(t *testing.T) {
 	}
 }
 
+// A sweep's now() later than the database's clock when the next sweep is
+// planned (the clock was set back in between) is refused by plan_next_sweep
+// (OT156); the sweeper then plans as if the sweep had passed nothing over,
+// rather than failing the plan and sleeping MaxSleep.
+func TestPlanAfterTheClockWentBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
+	})
+	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
+
+	var now time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now))
+	d, held, err := sweep.PlanSleep(ctx, s, now, time.Hour)
+	require.NoError(t, err)
+	require.True(t, held, "the due order counts as passed over")
+	require.Greater(t, d, 30*time.Minute, "it is tried again after the pause, an hour")
+
+	d, held, err = sweep.PlanSleep(ctx, s, now.Add(time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.False(t, held)
+	require.Less(t, d, time.Second, "planned as if nothing was passed over: the due order now")
+}
+
 // A sweep that meets the start of a pause (OT137: it waited for an order
 // row while the pause began, and rolled back) is no error: Sweep returns an
 // empty result, the order stays PENDING with its timer, and nothing is
