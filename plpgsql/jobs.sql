@@ -160,7 +160,7 @@ END
 $$;
 
 -- Wakes the sleeping sweepers when a deadline comes before the moment they
--- planned to wake up (ordertimeout.plan_sleep), or when no plan is recorded
+-- planned to wake up (ordertimeout.plan_next_sweep), or when no plan is recorded
 -- (sweep_state is unlogged: empty after a crash). The payload is empty: the
 -- deadline is in the table. Returns whether it sent one (a value, so that
 -- create_order calls it as an expression rather than a statement).
@@ -304,7 +304,7 @@ $$;
 -- Where a sweep starts looking for due rows. Deleted timer rows leave their
 -- entries in River's fetch index until a VACUUM of river_job, and those of
 -- every order cancelled or paid since then lie before the first live due
--- row, where the claim's scan (and plan_sleep's, and the lost-timer
+-- row, where the claim's scan (and plan_next_sweep's, and the lost-timer
 -- fallback's in orders_pending_cancel_at) starts: each sweep read all of
 -- them. Autovacuum visits river_job after about a fifth of its rows have
 -- died, so at a steady rate the dead entries grow to a fifth of the

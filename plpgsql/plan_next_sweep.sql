@@ -8,15 +8,18 @@
 -- over by it, because another transaction holds a lock its cancel needs
 -- (the sweep deferred it) or holds the timer row itself (another sweep, or
 -- one left open); or, rarely, because it was committed after the sweep's
--- claim. Such rows are woken for only retry_held_in from now, and held says
--- that some exist; every row due after held_due_by is woken for at its
--- moment, as usual. Without this, one due order held for minutes (a
--- payment's transaction left open, a sweep left open in psql) stayed the
--- earliest due timer, every plan named a moment already past, and the
--- sidecar swept every few milliseconds for as long as it was held: 188
--- sweeps a second, 0.39 cores with its server (tests/bench/held-order.sh;
--- migration 000050). The sidecar
--- doubles retry_held_in with each plan in a row that finds held rows.
+-- claim. held says that some exist. They are woken for again after a pause
+-- as long as the newest of them has been due (at least 1 ms), at most
+-- retry_held_in: a row held for a time T is tried again about every T, so
+-- the pauses double while it stays held, and one that only just came due
+-- (held by a create or a payment about to commit, or committed after the
+-- claim) is tried again within milliseconds whatever other row is held for
+-- long. Every row due after held_due_by is woken for at its moment, as
+-- usual. Without this, one due order held for minutes (a payment's
+-- transaction left open, a sweep left open in psql) stayed the earliest due
+-- timer, every plan named a moment already past, and the sidecar swept
+-- every few milliseconds for as long as it was held: 188 sweeps a second,
+-- 0.39 cores with its server (tests/bench/held-order.sh; migration 000050).
 CREATE FUNCTION ordertimeout.plan_next_sweep(
     max_sleep     interval,
     held_due_by   timestamptz DEFAULT NULL,
@@ -35,6 +38,8 @@ DECLARE
     v_next      timestamptz;
     v_wake      timestamptz;
     v_held      boolean;
+    v_newest    timestamptz;
+    v_retry     interval;
 BEGIN
     IF plan_next_sweep.max_sleep IS NULL THEN
         RAISE EXCEPTION 'max_sleep must not be null'
@@ -50,9 +55,10 @@ BEGIN
             coalesce(plan_next_sweep.held_due_by::text, 'NULL'), coalesce(plan_next_sweep.retry_held_in::text, 'NULL')
             USING ERRCODE = 'OT100';
     END IF;
-    IF plan_next_sweep.retry_held_in < interval '0' OR plan_next_sweep.retry_held_in > interval '1 hour'
+    -- Not 0: with held rows, a caller would be told to sweep again at once.
+    IF plan_next_sweep.retry_held_in <= interval '0' OR plan_next_sweep.retry_held_in > interval '1 hour'
        OR ordertimeout._has_negative_part(plan_next_sweep.retry_held_in) THEN
-        RAISE EXCEPTION 'retry_held_in must be between 0 and 1 hour, with no negative part, got %', plan_next_sweep.retry_held_in
+        RAISE EXCEPTION 'retry_held_in must be more than 0 and at most 1 hour, with no negative part, got %', plan_next_sweep.retry_held_in
             USING ERRCODE = 'OT141';
     END IF;
     IF plan_next_sweep.held_due_by > v_now THEN
@@ -68,8 +74,8 @@ BEGIN
     -- timer row is looked at, so that a sleep longer than a second is always
     -- planned from them all (a row due before the window is then due now: a
     -- sweep whose window is empty looks at every row). If it is due by
-    -- held_due_by, it is held, and the earliest row due after held_due_by is
-    -- looked for the same way.
+    -- held_due_by, it is held: then the newest held row sets the pause, and
+    -- the earliest row due after held_due_by is looked for the same way.
     IF (SELECT s.paused FROM ordertimeout.settings AS s) THEN
         v_wake := v_now + plan_next_sweep.max_sleep;
     ELSIF ordertimeout._pause_pending() THEN
@@ -89,6 +95,13 @@ BEGIN
         IF NOT v_held OR v_held IS NULL THEN
             v_next := v_first;
         ELSE
+            -- Between v_first and held_due_by, so it finds v_first's row at
+            -- worst.
+            v_newest := (SELECT t.due_at FROM ordertimeout._timers AS t
+                          WHERE t.due_at >= v_first AND t.due_at <= plan_next_sweep.held_due_by
+                          ORDER BY t.due_at DESC LIMIT 1);
+            v_retry := least(plan_next_sweep.retry_held_in,
+                             greatest(v_now - coalesce(v_newest, v_first), interval '1 millisecond'));
             IF v_scan_from IS NOT NULL THEN
                 v_next := (SELECT t.due_at FROM ordertimeout._timers AS t
                             WHERE t.due_at >= v_scan_from AND t.due_at > plan_next_sweep.held_due_by
@@ -101,8 +114,7 @@ BEGIN
             END IF;
         END IF;
         -- least() ignores NULLs: no timer row; no held one.
-        v_wake := least(v_next, v_now + plan_next_sweep.max_sleep,
-                        CASE WHEN v_held THEN v_now + plan_next_sweep.retry_held_in END);
+        v_wake := least(v_next, v_now + plan_next_sweep.max_sleep, v_now + v_retry);
     END IF;
     -- An upsert: sweep_state is unlogged, and empty after a crash.
     INSERT INTO ordertimeout.sweep_state AS s (singleton, wake_at)
@@ -113,4 +125,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.plan_next_sweep(interval, timestamptz, interval) IS
-    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away; timer rows due by held_due_by, the now() of a sweep that passed them over, only retry_held_in from now, and held says there are such rows), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';
+    'for the sidecar: the moment to sweep next (the earliest due timer, at most max_sleep away; timer rows due by held_due_by, the now() of a sweep that passed them over, only after a pause as long as the newest of them has been due, at most retry_held_in, and held says there are such rows), recorded so that an order due sooner sends a wake-up on channel ordertimeout_wake';

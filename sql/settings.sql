@@ -59,11 +59,11 @@ INSERT INTO ordertimeout.settings DEFAULT VALUES;
 
 -- Sweep state: one row. wake_at is the moment the sleeping sweepers will wake
 -- up on their own; an order whose deadline comes sooner sends a wake-up.
--- UNLOGGED: wake_at is a hint, written by plan_sleep after every sweep, and a
+-- UNLOGGED: wake_at is a hint, written by plan_next_sweep after every sweep, and a
 -- transaction that writes only unlogged tables commits without waiting for a
 -- WAL flush (one fsync less per sweep). After a crash the table is empty:
 -- _wake_if_sooner then wakes the sweepers on every new order until the next
--- plan_sleep writes the row again.
+-- plan_next_sweep writes the row again.
 CREATE UNLOGGED TABLE ordertimeout.sweep_state (
     singleton boolean     NOT NULL DEFAULT true,
     wake_at   timestamptz NOT NULL DEFAULT '-infinity',
@@ -80,7 +80,7 @@ COMMENT ON TABLE ordertimeout.sweep_state IS
 -- timer row and overdue PENDING order, rather than at those due in the last
 -- 2 seconds only, and backlog whether the last sweep that wrote it came back
 -- full (ordertimeout._scan_from says why and when). A table of its own: a
--- sweep writes it (SKIP LOCKED) and holds it to its commit, and plan_sleep,
+-- sweep writes it (SKIP LOCKED) and holds it to its commit, and plan_next_sweep,
 -- which writes sweep_state, must never wait for a sweep. UNLOGGED, a hint:
 -- after a crash it is empty, and sweeps look at every due row until one
 -- writes it again.

@@ -15,9 +15,9 @@
 // deferred orders (a lock their cancel needs was held) is followed by another
 // after a millisecond, then two, at most twice in a row. Otherwise it asks
 // ordertimeout.plan_next_sweep when the next deadline comes (at most MaxSleep
-// away; orders still held after those two, only after a pause that doubles
-// with each sweep that defers them again, at most a second) and sleeps until
-// then, or until a NOTIFY on channel ordertimeout_wake says
+// away; due orders the sweep passed over because another transaction held
+// them, only after a pause as long as they have been due, at most a second)
+// and sleeps until then, or until a NOTIFY on channel ordertimeout_wake says
 // that an order now due sooner was written. It never polls on a fixed long
 // interval and does not depend on River's scheduler.
 //

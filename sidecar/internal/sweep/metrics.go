@@ -30,7 +30,7 @@ func (s *Sweeper) RegisterMetrics(reg prometheus.Registerer) error {
 			func(st Stats) int64 { return st.Deferred }),
 		counter("ordertimeout_sweep_quick_sweeps_total", "Sweeps made a millisecond or two after one that deferred orders, instead of after the usual sleep.",
 			func(st Stats) int64 { return st.QuickSweeps }),
-		counter("ordertimeout_sweep_held_plans_total", "Plans of the next sweep that found due orders the last sweep passed over because another transaction held them; they are tried again after a pause that doubles (4 ms to 1 s). Steady growth means a transaction holds a due order for long.",
+		counter("ordertimeout_sweep_held_plans_total", "Plans of the next sweep that found due orders the last sweep passed over because another transaction held them (a lock their cancel needs, or their timer row: also another sweep's); they are tried again after a pause as long as the newest of them has been due, at most 1 s.",
 			func(st Stats) int64 { return st.HeldPlans }),
 		counter("ordertimeout_sweep_retries_total", "Sweeps repeated after a serialization failure or deadlock.",
 			func(st Stats) int64 { return st.Retries }),

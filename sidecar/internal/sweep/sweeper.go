@@ -34,10 +34,10 @@ const (
 )
 
 const (
-	// minSleep is the shortest sleep after plan_next_sweep, which can name a
-	// moment already past when due rows exist that another session holds
-	// (SKIP LOCKED passed them over); the pause keeps this sweeper from
-	// spinning on them.
+	// minSleep is the shortest sleep after plan_next_sweep, which names a
+	// moment already past when rows came due between the sweep and the
+	// plan (rows the sweep passed over are planned for with a pause of
+	// their own: heldRetryMax).
 	// At a high rate of expiries a timeout is due every millisecond, so this
 	// pause is part of every sweep cycle and of the cancel lag: 3 ms instead
 	// of 10 took the steady benchmark's lag p50 from about 17 to 10 ms at
@@ -52,30 +52,31 @@ const (
 	// and the next sweep: 13 ms more lag per deferral at 1,000 orders/s, the
 	// steady benchmark with the deferred orders logged). The pause doubles
 	// for each further sweep in a row that defers, up to deferRetries of
-	// them; then plan_next_sweep plans the next sweep (heldRetryFirst).
+	// them; then plan_next_sweep plans the next sweep (heldRetryMax).
 	deferPause = time.Millisecond
 
 	// deferRetries bounds the quick sweeps in a row after deferrals.
 	deferRetries = 2
 
-	// heldRetryFirst and heldRetryMax are the first and the longest pause
-	// before due orders that a sweep passed over are tried again: those it
-	// deferred (after the quick sweeps), and those whose timer row another
-	// transaction holds (another sweep, or one left open). After every
-	// sweep that is not a full batch, plan_next_sweep is told that sweep's
-	// now() (held_due_by) and this pause (retry_held_in): the timer rows
-	// due by then that are still there count as due only after the pause,
-	// and every other order is woken for at its moment. The pause doubles
-	// with each plan in a row that finds such rows. Before, one due order
-	// held for minutes (a payment's transaction left open) stayed the
-	// earliest due timer, and the sweeper swept every few milliseconds for
-	// as long: 188 sweeps a second, 0.39 cores with its server
-	// (tests/bench/held-order.sh; 1.1 sweeps a second and 0.04 cores
-	// since). Now an order held for a time T
-	// costs about log2(T/4 ms) sweeps plus one a second, and is cancelled
-	// about T (and never more than heldRetryMax) after it is let go.
-	heldRetryFirst = deferPause << deferRetries
-	heldRetryMax   = time.Second
+	// heldRetryMax is the longest pause before due orders that a sweep
+	// passed over are tried again: those it deferred (after the quick
+	// sweeps), and those whose timer row another transaction holds (another
+	// sweep, or one left open). After every sweep that is not a full batch,
+	// plan_next_sweep is told that sweep's now() (held_due_by) and this
+	// pause (retry_held_in): the timer rows due by then that are still
+	// there are woken for again after a pause as long as the newest of them
+	// has been due, at most this, and every other order at its moment. So
+	// an order held for a time T is tried again about every T (the pauses
+	// double), and one held only a few milliseconds past its moment is
+	// tried again within milliseconds whatever else is held for long.
+	// Before, one due order held for minutes (a payment's transaction left
+	// open) stayed the earliest due timer, and the sweeper swept every few
+	// milliseconds for as long: 188 sweeps a second, 0.39 cores with its
+	// server (tests/bench/held-order.sh; 1.1 sweeps a second and 0.04 cores
+	// since). Now such an order costs about log2(T/1 ms) sweeps plus one a
+	// second, and is cancelled at most about T, and never more than
+	// heldRetryMax, after it is let go.
+	heldRetryMax = time.Second
 
 	// errorPause is how long the loop waits after a failed sweep.
 	errorPause = time.Second
@@ -99,8 +100,8 @@ type Result struct {
 
 	// SweptAt is the sweep transaction's now(): every order it passed over
 	// (deferred, or whose timer row another transaction held) was due by
-	// then (plan_next_sweep's held_due_by). Zero for a sweep that met a
-	// pause.
+	// then (plan_next_sweep's held_due_by). Zero for a sweep that met the
+	// start of a pause (OT137) and kept nothing.
 	SweptAt time.Time
 }
 
@@ -182,7 +183,6 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	logger := s.logger()
 	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
 	deferring := 0 // sweeps in a row that deferred orders
-	holding := 0   // plans in a row that found due rows passed over
 	for ctx.Err() == nil {
 		// A wake-up that came before this sweep is answered by it.
 		select {
@@ -210,7 +210,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			continue
 		}
 
-		d, held, err := s.planSleep(ctx, res.SweptAt, s.retryHeldIn(holding))
+		d, held, err := s.planSleep(ctx, res.SweptAt, s.retryHeldMax())
 		if err != nil && ctx.Err() != nil {
 			break
 		}
@@ -220,9 +220,6 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 		if held {
 			s.held.Add(1)
-			holding++
-		} else {
-			holding = 0
 		}
 		s.pause(ctx, d)
 	}
@@ -296,25 +293,20 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// retryHeldIn is the pause before due rows passed over are tried again
-// after n plans in a row found such rows: heldRetryFirst doubled n times, at
-// most heldRetryMax.
-func (s *Sweeper) retryHeldIn(n int) time.Duration {
-	limit := heldRetryMax
+// retryHeldMax is the longest pause before due rows a sweep passed over
+// are tried again: heldRetryMax, unless a test set another.
+func (s *Sweeper) retryHeldMax() time.Duration {
 	if s.heldRetryLimit > 0 {
-		limit = s.heldRetryLimit
+		return s.heldRetryLimit
 	}
-	d := heldRetryFirst
-	for i := 0; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+	return heldRetryMax
 }
 
 // planSleep records when this sweeper will sweep next and returns how long
 // to sleep, and whether due rows that the last sweep passed over (due by
 // sweptAt, its now(); zero for none known) are still there: they are tried
-// again only after retryHeld. Both moments are the database's clock.
+// again after a pause as long as the newest of them has been due, at most
+// retryHeld. Both moments are the database's clock.
 func (s *Sweeper) planSleep(ctx context.Context, sweptAt time.Time, retryHeld time.Duration) (time.Duration, bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
