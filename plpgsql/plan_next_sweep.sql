@@ -10,12 +10,12 @@
 -- one left open); or, rarely, because it was committed after the sweep's
 -- claim. held says that some exist. They are woken for again after a pause
 -- as long as the newest of them has been due (at least 1 ms), at most
--- retry_held_in: a row held for a time T is tried again about every T, so
--- the pauses double while it stays held, and one that only just came due
--- (held by a create or a payment about to commit, or committed after the
--- claim) is tried again within milliseconds whatever other row is held for
--- long. Every row due after held_due_by is woken for at its moment, as
--- usual. Without this, one due order held for minutes (a payment's
+-- retry_held_in (the sidecar passes as long as its current run of sweeps
+-- that passed rows over has lasted, at most 1 s): so the pauses double while
+-- a row stays held, and one that only just came due (held by a create or a
+-- payment about to commit) is tried again within milliseconds whatever
+-- other row is held for long. Every row due after held_due_by is woken for
+-- at its moment, as usual. Without this, one due order held for minutes (a payment's
 -- transaction left open, a sweep left open in psql) stayed the earliest due
 -- timer, every plan named a moment already past, and the sidecar swept
 -- every few milliseconds for as long as it was held: 188 sweeps a second,

@@ -62,20 +62,21 @@ const (
 	// passed over are tried again: those it deferred (after the quick
 	// sweeps), and those whose timer row another transaction holds (another
 	// sweep, or one left open). After every sweep that is not a full batch,
-	// plan_next_sweep is told that sweep's now() (held_due_by) and this
-	// pause (retry_held_in): the timer rows due by then that are still
-	// there are woken for again after a pause as long as the newest of them
-	// has been due, at most this, and every other order at its moment. So
-	// an order held for a time T is tried again about every T (the pauses
-	// double), and one held only a few milliseconds past its moment is
-	// tried again within milliseconds whatever else is held for long.
-	// Before, one due order held for minutes (a payment's transaction left
-	// open) stayed the earliest due timer, and the sweeper swept every few
-	// milliseconds for as long: 188 sweeps a second, 0.39 cores with its
-	// server (tests/bench/held-order.sh; 1.1 sweeps a second and 0.04 cores
-	// since). Now such an order costs about log2(T/1 ms) sweeps plus one a
-	// second, and is cancelled at most about T, and never more than
-	// heldRetryMax, after it is let go.
+	// plan_next_sweep is told that sweep's now() (held_due_by) and a pause
+	// (retry_held_in): the timer rows due by then that are still there are
+	// woken for again after no longer than the newest of them has been due,
+	// nor than the current run of sweeps that passed rows over has lasted
+	// (retryHeldIn), nor than this; every other order at its moment. So the
+	// pauses double from a millisecond while a row stays held, and a row
+	// held only briefly (just come due, or already late when its lock was
+	// taken) is tried again within about as long as it was held, whatever
+	// else has been held for long. Before, one due order held for minutes (a
+	// payment's transaction left open) stayed the earliest due timer, and
+	// the sweeper swept every few milliseconds for as long: 188 sweeps a
+	// second, 0.39 cores with its server (tests/bench/held-order.sh; about
+	// one sweep a second and 0.04 cores since). Now such an order costs
+	// about log2(T/1 ms) sweeps plus one a second, and is cancelled at most
+	// about T, and never more than heldRetryMax, after it is let go.
 	heldRetryMax = time.Second
 
 	// errorPause is how long the loop waits after a failed sweep.
@@ -183,6 +184,10 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	logger := s.logger()
 	logger.Info("sweeper started", "batch", s.batch(), "sessions", s.sessions(), "max_sleep", s.maxSleep())
 	deferring := 0 // sweeps in a row that deferred orders
+	// heldSince is the now() of the first sweep of the current run of
+	// sweeps that passed due rows over (deferred them, or found them held):
+	// the run ends with a plan that finds none.
+	var heldSince time.Time
 	for ctx.Err() == nil {
 		// A wake-up that came before this sweep is answered by it.
 		select {
@@ -200,6 +205,9 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			s.drain(ctx)
 			continue
 		}
+		if res.Deferred > 0 && heldSince.IsZero() {
+			heldSince = res.SweptAt
+		}
 		if res.Deferred == 0 {
 			deferring = 0
 		} else if deferring++; deferring <= deferRetries {
@@ -210,7 +218,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			continue
 		}
 
-		d, held, err := s.planSleep(ctx, res.SweptAt, s.retryHeldMax())
+		d, held, err := s.planSleep(ctx, res.SweptAt, s.retryHeldIn(heldSince, res.SweptAt))
 		if err != nil && ctx.Err() != nil {
 			break
 		}
@@ -218,8 +226,13 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			logger.Error("plan next sweep", "error", err)
 			d = s.maxSleep()
 		}
-		if held {
+		if !held {
+			heldSince = time.Time{}
+		} else {
 			s.held.Add(1)
+			if heldSince.IsZero() {
+				heldSince = res.SweptAt
+			}
 		}
 		s.pause(ctx, d)
 	}
@@ -293,13 +306,22 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// retryHeldMax is the longest pause before due rows a sweep passed over
-// are tried again: heldRetryMax, unless a test set another.
-func (s *Sweeper) retryHeldMax() time.Duration {
+// retryHeldIn is the longest pause before due rows a sweep passed over are
+// tried again (plan_next_sweep's retry_held_in; the pause is also no longer
+// than the newest of them has been due): as long as the current run of
+// sweeps that passed rows over has lasted, from heldSince to sweptAt, at
+// least 1 ms and at most heldRetryMax (or a test's limit). So an order
+// already late when another transaction took its lock is tried again after
+// pauses that double from a millisecond, not after its lateness.
+func (s *Sweeper) retryHeldIn(heldSince, sweptAt time.Time) time.Duration {
+	limit := heldRetryMax
 	if s.heldRetryLimit > 0 {
-		return s.heldRetryLimit
+		limit = s.heldRetryLimit
 	}
-	return heldRetryMax
+	if heldSince.IsZero() {
+		return time.Millisecond
+	}
+	return min(max(sweptAt.Sub(heldSince), time.Millisecond), limit)
 }
 
 // planSleep records when this sweeper will sweep next and returns how long
