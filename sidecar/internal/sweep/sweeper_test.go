@@ -253,8 +253,15 @@ func TestSweeperBacksOffAnOrderHeldLong(t *testing.T) {
 			require.Less(t, lateness("later"), 500*time.Millisecond, "an order due after the held one is woken for at its moment")
 			require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
 
-			// The next pause is seconds long now: an order due before its
-			// end sends a wake-up.
+			// Once the planned pause is long (recorded in wake_at), an
+			// order due before its end sends a wake-up. (Created while the
+			// plan runs, it could miss both the plan and the wake-up, as
+			// any order can: that race is bounded by the pause, at most
+			// heldRetryMax and --max-sleep in production, unbounded here.)
+			sidecartest.Eventually(t, 10*time.Second, "a pause of more than half a second", func() (bool, error) {
+				return sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.sweep_state
+				                                WHERE wake_at > clock_timestamp() + interval '500 milliseconds'`) == 1, nil
+			})
 			sidecartest.CreateOrder(t, db, "soon", 100*time.Millisecond, "")
 			sidecartest.WaitStatus(t, db, "soon", "CANCELLED", 10*time.Second)
 			require.Less(t, lateness("soon"), 500*time.Millisecond, "an order created during the pause is woken for at its moment")
