@@ -52,6 +52,30 @@ func listen(t *testing.T, db *pgxpool.Pool, s *sweep.Sweeper) {
 	})
 }
 
+// dueOrder creates order orderID with a timeout of a millisecond and waits
+// until it is due.
+func dueOrder(t *testing.T, db *pgxpool.Pool, orderID string) {
+	t.Helper()
+	sidecartest.CreateOrder(t, db, orderID, time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "order "+orderID+" to come due", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due() WHERE order_id = $1", orderID) == 1, nil
+	})
+}
+
+// hold begins a transaction that takes a lock with query (one row) and
+// keeps it until the test commits or rolls it back, or ends.
+func hold(t *testing.T, db *pgxpool.Pool, query string, args ...any) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	tag, err := tx.Exec(ctx, query, args...)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected(), "hold: %s", query)
+	return tx
+}
+
 func TestSweeperDrainsInFullBatches(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewPool(t)
@@ -167,16 +191,9 @@ func TestSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
-	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
-	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
-		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
-	})
+	dueOrder(t, db, "held")
 
-	holder, err := db.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(ctx) //nolint:errcheck // committed below
-	_, err = holder.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
-	require.NoError(t, err)
+	holder := hold(t, db, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
 
 	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
 	run(t, s)
@@ -221,16 +238,8 @@ func TestSweeperBacksOffAnOrderHeldLong(t *testing.T) {
 			ctx := context.Background()
 			db := pgtest.NewPool(t)
 			sidecartest.Setup(t, db)
-			sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
-			sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
-				return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
-			})
-			holder, err := db.Begin(ctx)
-			require.NoError(t, err)
-			defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
-			tag, err := holder.Exec(ctx, tc.hold)
-			require.NoError(t, err)
-			require.EqualValues(t, 1, tag.RowsAffected())
+			dueOrder(t, db, "held")
+			holder := hold(t, db, tc.hold)
 			sidecartest.CreateOrder(t, db, "later", 3*time.Second, "")
 
 			s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
@@ -286,19 +295,9 @@ func TestSweeperTriesABrieflyHeldOrderSoonWhileAnotherIsHeldLong(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
-	sidecartest.CreateOrder(t, db, "long", time.Millisecond, "")
-	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
-		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
-	})
-	hold := func(orderID string) pgx.Tx {
-		tx, err := db.Begin(ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = tx.Rollback(ctx) })
-		_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.orders WHERE order_id = $1 FOR NO KEY UPDATE`, orderID)
-		require.NoError(t, err)
-		return tx
-	}
-	long := hold("long")
+	dueOrder(t, db, "long")
+	const holdOrder = `SELECT 1 FROM ordertimeout.orders WHERE order_id = $1 FOR NO KEY UPDATE`
+	long := hold(t, db, holdOrder, "long")
 
 	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
 	sweep.SetHeldRetryMax(s, time.Hour)
@@ -311,7 +310,7 @@ func TestSweeperTriesABrieflyHeldOrderSoonWhileAnotherIsHeldLong(t *testing.T) {
 	})
 
 	sidecartest.CreateOrder(t, db, "brief", 200*time.Millisecond, "")
-	brief := hold("brief")
+	brief := hold(t, db, holdOrder, "brief")
 	locked := time.Now()
 	sidecartest.Eventually(t, 10*time.Second, "the briefly held order to come due", func() (bool, error) {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due() WHERE order_id = 'brief'") == 1, nil
@@ -347,11 +346,7 @@ func TestSweeperTriesALateOrderHeldBrieflySoon(t *testing.T) {
 	sidecartest.Eventually(t, 10*time.Second, "the order to be 3 seconds late", func() (bool, error) {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due() WHERE overdue > interval '3 seconds'") == 1, nil
 	})
-	holder, err := db.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
-	_, err = holder.Exec(ctx, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'late' FOR NO KEY UPDATE`)
-	require.NoError(t, err)
+	holder := hold(t, db, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'late' FOR NO KEY UPDATE`)
 	locked := time.Now()
 
 	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
@@ -381,10 +376,7 @@ func TestPlanAfterTheClockWentBack(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
-	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
-	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
-		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
-	})
+	dueOrder(t, db, "held")
 	s := &sweep.Sweeper{Pool: db, MaxSleep: time.Hour, Logger: sidecartest.Logger()}
 
 	var now time.Time
@@ -408,16 +400,9 @@ func TestSweepThatMetAPauseIsNoError(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
 	sidecartest.Setup(t, db)
-	sidecartest.CreateOrder(t, db, "held", time.Millisecond, "")
-	sidecartest.Eventually(t, 10*time.Second, "the order to come due", func() (bool, error) {
-		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 1, nil
-	})
+	dueOrder(t, db, "held")
 
-	holder, err := db.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
-	_, err = holder.Exec(ctx, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held' FOR NO KEY UPDATE`)
-	require.NoError(t, err)
+	holder := hold(t, db, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held' FOR NO KEY UPDATE`)
 
 	// A batch of 1 is full: it waits for the order row.
 	s := &sweep.Sweeper{Pool: db, Batch: 1, Logger: sidecartest.Logger()}
