@@ -12,8 +12,9 @@
 --
 -- A procedure that commits can be neither SECURITY DEFINER nor carry a SET
 -- clause (PostgreSQL refuses COMMIT there), so this one runs with its
--- caller's rights: the caller needs EXECUTE on sweep_due and next_due
--- (ordertimeout_sidecar or ordertimeout_admin), and a caller who shadows
+-- caller's rights: the caller needs EXECUTE on sweep_due and plan_next_sweep
+-- (ordertimeout_sidecar or ordertimeout_admin; a run without them stops
+-- before its first sweep, 42501), and a caller who shadows
 -- built-ins can only fool itself. Still, it pins search_path itself with
 -- set_config first thing and after every COMMIT, and every function it
 -- names is schema-qualified.
@@ -33,7 +34,11 @@ AS $$
 DECLARE
     v_now     timestamptz;
     v_until   timestamptz;
-    v_next    timestamptz;
+    v_swept   timestamptz;
+    v_wake    timestamptz;
+    v_held    boolean;
+    v_held_since timestamptz;
+    v_retry   interval;
     v_claimed integer;
     v_deferred integer;
     v_deferring integer := 0;
@@ -74,6 +79,15 @@ BEGIN
             USING ERRCODE = 'OT151';
     END IF;
 
+    -- Rights it runs with (its caller's): said before anything is swept,
+    -- not at the first plan after a sweep that would then roll back.
+    IF NOT pg_catalog.has_function_privilege('ordertimeout.sweep_due(integer)', 'EXECUTE')
+       OR NOT pg_catalog.has_function_privilege('ordertimeout.plan_next_sweep(interval, timestamp with time zone, interval)', 'EXECUTE') THEN
+        RAISE EXCEPTION 'run_sweeper runs with its caller''s rights, and role "%" may not execute ordertimeout.sweep_due(integer) and ordertimeout.plan_next_sweep(interval, timestamptz, interval)', current_user
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Schedule it as a role in ordertimeout_sidecar or ordertimeout_admin.';
+    END IF;
+
     v_now := pg_catalog.clock_timestamp();
     v_until := CASE
                    WHEN run_sweeper.duration IS NULL
@@ -97,6 +111,7 @@ BEGIN
             END IF;
             EXIT WHEN pg_catalog.clock_timestamp() >= v_until;
 
+            v_swept := pg_catalog.clock_timestamp();
             BEGIN
                 SELECT s.claimed, s.deferred INTO v_claimed, v_deferred
                 FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
@@ -107,36 +122,52 @@ BEGIN
                     v_claimed := 0;
                     v_deferred := 0;
             END;
-            v_next := ordertimeout.next_due();
+
+            -- When to sweep next, as the sidecar decides it. A full batch:
+            -- more is due, sweep again at once. After a sweep that deferred
+            -- orders (another transaction held a lock their cancel needs,
+            -- usually a create or a payment about to commit): again after
+            -- 1 ms, and after 2 ms if that one defers too. Otherwise
+            -- plan_next_sweep, told the moment just before the sweep: due
+            -- rows still there then were passed over (deferred, or their
+            -- timer row held by another session), and are tried again after
+            -- pauses that double from 1 ms while they stay held (the run of
+            -- such sweeps so far, at most max_sleep), every other timer at
+            -- its moment, at most max_sleep away: a procedure cannot be woken
+            -- by NOTIFY, so an order created meanwhile that is due sooner
+            -- waits at most max_sleep. The plan is recorded, as the sidecar's
+            -- are (create_order then sends no wake-up for an order due after
+            -- it). least() keeps held_due_by from being ahead of the clock
+            -- (OT156) when the clock went back during the sweep.
+            v_deferring := CASE WHEN v_deferred > 0 THEN v_deferring + 1 ELSE 0 END;
+            IF v_deferred > 0 AND v_held_since IS NULL THEN
+                v_held_since := v_swept;
+            END IF;
+            IF v_claimed >= run_sweeper.max THEN
+                v_wake := pg_catalog.clock_timestamp();
+            ELSIF v_deferring BETWEEN 1 AND 2 THEN
+                v_wake := pg_catalog.clock_timestamp()
+                          + interval '1 millisecond' * pg_catalog.power(2, v_deferring - 1);
+            ELSE
+                v_retry := CASE
+                               WHEN v_held_since IS NULL THEN interval '1 millisecond'
+                               ELSE LEAST(GREATEST(v_swept - v_held_since, interval '1 millisecond'), run_sweeper.max_sleep)
+                           END;
+                SELECT p.wake_at, p.held INTO v_wake, v_held
+                FROM ordertimeout.plan_next_sweep(run_sweeper.max_sleep,
+                                                  LEAST(v_swept, pg_catalog.clock_timestamp()), v_retry) AS p;
+                IF NOT v_held THEN
+                    v_held_since := NULL;
+                ELSIF v_held_since IS NULL THEN
+                    v_held_since := v_swept;
+                END IF;
+            END IF;
             COMMIT;
             SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
-            -- A full batch: more is due, sweep again at once. Otherwise sleep
-            -- until the earliest timer, at most max_sleep: an order created
-            -- since may come due sooner, and nobody can wake a procedure. A
-            -- timer already due after a sweep that claimed nothing is one this
-            -- run cannot take now (another session holds it, or the sweep
-            -- holds back): wait max_sleep rather than spin on it. Except
-            -- after a sweep that deferred orders (another transaction held a
-            -- lock their cancel needs, usually a create or a payment about to
-            -- commit): then sweep again after 1 ms, and after 2 ms if that one
-            -- defers too, as the sidecar does; a lock held for longer waits
-            -- for max_sleep like any timer this run cannot take.
             v_now := pg_catalog.clock_timestamp();
-            v_deferring := CASE WHEN v_deferred > 0 THEN v_deferring + 1 ELSE 0 END;
-            IF v_claimed >= run_sweeper.max OR (v_claimed > 0 AND v_next <= v_now) THEN
-                v_wait := interval '0';
-            ELSIF v_deferring BETWEEN 1 AND 2 THEN
-                v_wait := LEAST(interval '1 millisecond' * pg_catalog.power(2, v_deferring - 1),
-                                GREATEST(v_until - v_now, interval '0'));
-            ELSE
-                v_wait := LEAST(run_sweeper.max_sleep, v_until - v_now);
-                IF v_next > v_now THEN
-                    v_wait := LEAST(v_wait, v_next - v_now);
-                END IF;
-                v_wait := GREATEST(v_wait, interval '1 millisecond');
-            END IF;
+            v_wait := LEAST(GREATEST(v_wake - v_now, interval '0'), GREATEST(v_until - v_now, interval '0'));
         ELSE
             -- Another run sweeps: stand by, and take over within max_sleep
             -- of its end.
@@ -157,4 +188,4 @@ END
 $$;
 
 COMMENT ON PROCEDURE ordertimeout.run_sweeper(integer, interval, interval) IS
-    'for pg_cron without the sidecar: sweeps (sweep_due(max)) in its own transactions until duration has passed (NULL: until 5 s after the next minute starts), waking when the next timer is due and at least every max_sleep; while another run sweeps, it stands by; CALL it outside a transaction block';
+    'for pg_cron without the sidecar: sweeps (sweep_due(max)) in its own transactions until duration has passed (NULL: until 5 s after the next minute starts), waking when the next timer is due and at least every max_sleep, as plan_next_sweep plans it (due orders another transaction holds are tried again after pauses that double from 1 ms, at most max_sleep); while another run sweeps, it stands by; CALL it outside a transaction block; the caller needs EXECUTE on sweep_due and plan_next_sweep (42501 otherwise)';

@@ -41,7 +41,7 @@ GRANT EXECUTE ON FUNCTION
 TO ordertimeout_sidecar, ordertimeout_admin;
 
 -- Retention, and the sweeper for pg_cron without the sidecar (a procedure:
--- it runs with its caller's rights and calls sweep_due and next_due).
+-- it runs with its caller's rights and calls sweep_due and plan_next_sweep).
 GRANT EXECUTE ON FUNCTION
     ordertimeout.purge_orders(interval, integer, interval)
 TO ordertimeout_sidecar, ordertimeout_admin;

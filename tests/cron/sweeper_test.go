@@ -236,12 +236,15 @@ func status(t *testing.T, ctx context.Context, db *pgxpool.Pool, orderID string)
 	return s
 }
 
-// TestRunSweeperSweepsSoonAfterDeferring: a due order whose stock row
-// another transaction holds is deferred by each sweep. run_sweeper then
-// sweeps again after 1 ms and after 2 ms, and after that waits as for any
-// timer it cannot take (here max_sleep is a minute, so until the run ends):
-// exactly 3 sweeps in the run, not 1 (no quick sweeps) and not hundreds.
-func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
+// TestRunSweeperTriesAHeldOrderSoonAfterItIsLetGo: a due order whose stock
+// row another transaction holds is deferred by each sweep. run_sweeper sweeps
+// again after pauses that double from 1 ms (at most max_sleep, here a
+// minute), so it neither spins on the order while it is held nor leaves it
+// for max_sleep once it is let go: it is cancelled within about as long as
+// it was held (here, within the measured hold plus half a second). Before
+// migration 000052 the run swept twice more, after 1 ms and 2 ms, then waited
+// max_sleep, and the order stayed PENDING until the run ended.
+func TestRunSweeperTriesAHeldOrderSoonAfterItIsLetGo(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -256,20 +259,73 @@ func TestRunSweeperSweepsSoonAfterDeferring(t *testing.T) {
 	tx, err := holder.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
-	require.NoError(t, err)
+	var heldAt time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT clock_timestamp() FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`).Scan(&heldAt))
 
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	calls := countSweeps(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '1 second'")
-	require.EqualValues(t, 3, calls, "one sweep, two quick ones after it deferred, then max_sleep")
+	run := startCounted(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '4 seconds'")
+	// The run has swept (it sleeps only after a sweep) and the order has been
+	// held for 300 ms.
+	waitFor(t, ctx, 5*time.Second, "the run to sleep after a sweep, 300 ms into the hold", func() (bool, error) {
+		var ok bool
+		err := db.QueryRow(ctx, `SELECT clock_timestamp() >= $1::timestamptz + interval '300 milliseconds'
+		                           AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $2 AND wait_event = 'PgSleep')`,
+			heldAt, run.pid).Scan(&ok)
+		return ok, err
+	})
 	require.Equal(t, "PENDING", status(t, ctx, db, "deferred-0"), "the order whose stock is held was not cancelled")
-
+	var letGo time.Time
+	require.NoError(t, tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&letGo))
 	require.NoError(t, tx.Commit(ctx))
-	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper(duration => interval '200 milliseconds')")
+	hold := letGo.Sub(heldAt)
+
+	waitFor(t, ctx, 10*time.Second, "the order to be cancelled", func() (bool, error) {
+		return status(t, ctx, db, "deferred-0") == "CANCELLED", nil
+	})
+	var cancelledAt time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT cancelled_at FROM ordertimeout.orders WHERE order_id = 'deferred-0'").Scan(&cancelledAt))
+	after := cancelledAt.Sub(letGo)
+	calls := run.wait(t)
+	t.Logf("held %s; cancelled %s after it was let go; %d sweeps in the 4 s run", hold, after, calls)
+	require.Less(t, after, hold+500*time.Millisecond, "cancelled within about as long as it was held, not after max_sleep")
+	require.LessOrEqual(t, calls, int64(60), "pauses that double while the order is held, not a spin")
+}
+
+// TestRunSweeperSweepsOtherOrdersOnTimeWhileOneIsHeld: while a due order's
+// row is held for long (a payment's transaction left open), an order that
+// comes due later is cancelled at its moment, not max_sleep (here a minute)
+// after the sweep that passed the held one over, as before migration 000052.
+func TestRunSweeperSweepsOtherOrdersOnTimeWhileOneIsHeld(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	createDue(t, ctx, db, "held-", 1, time.Millisecond, time.Millisecond)
+	waitDue(t, ctx, db)
+
+	holder, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
-	require.Equal(t, "CANCELLED", status(t, ctx, db, "deferred-0"), "cancelled once the lock is gone")
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	var locked int
+	require.NoError(t, tx.QueryRow(ctx, `WITH l AS (SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held-0' FOR UPDATE)
+		SELECT count(*) FROM l`).Scan(&locked))
+	require.Equal(t, 1, locked)
+	createDue(t, ctx, db, "later-", 3, 500*time.Millisecond, 900*time.Millisecond)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	calls := countSweeps(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '1500 milliseconds'")
+	t.Logf("%d sweeps in the 1.5 s run", calls)
+	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held order was not cancelled")
+	checkCancelledOnce(t, ctx, db, "later-", 3, 250*time.Millisecond)
+	require.LessOrEqual(t, calls, int64(40), "pauses that double while the order is held, not a spin")
 }
 
 // waitDue waits until the earliest timer row is due (database clock).
@@ -284,14 +340,17 @@ func waitDue(t *testing.T, ctx context.Context, db *pgxpool.Pool) {
 
 // countSweeps runs CALL ordertimeout.run_sweeper(args) on conn, a session
 // of its own that has called no sweep_due before, and returns how many
-// sweep_due calls the run made (pg_stat_user_functions, track_functions on).
+// sweep_due calls the run made.
 func countSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool, args string) int64 {
 	t.Helper()
-	_, err := conn.Exec(ctx, "SET track_functions = 'pl'")
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "CALL ordertimeout.run_sweeper("+args+")")
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	return startCounted(t, ctx, conn, db, args).wait(t)
+}
+
+// flushedSweeps returns how many sweep_due calls conn's session made, once
+// it has flushed them to pg_stat_user_functions (track_functions on).
+func flushedSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool) int64 {
+	t.Helper()
+	_, err := conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
 	require.NoError(t, err)
 	var calls int64
 	waitFor(t, ctx, 10*time.Second, "the sweeps to show in pg_stat_user_functions", func() (bool, error) {
@@ -304,6 +363,43 @@ func countSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.
 		return calls > 0, err
 	})
 	return calls
+}
+
+// countedRun is a CALL of run_sweeper under way on a session of its own
+// (startCounted).
+type countedRun struct {
+	ctx  context.Context
+	conn *pgx.Conn
+	db   *pgxpool.Pool
+	pid  uint32 // the run's backend
+	done chan error
+}
+
+// startCounted starts CALL ordertimeout.run_sweeper(args) on conn, a session
+// of its own that has called no sweep_due before, and returns at once; wait
+// returns how many sweep_due calls the run made.
+func startCounted(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool, args string) *countedRun {
+	t.Helper()
+	_, err := conn.Exec(ctx, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	r := &countedRun{ctx: ctx, conn: conn, db: db, pid: conn.PgConn().PID(), done: make(chan error, 1)}
+	go func() {
+		_, err := conn.Exec(ctx, "CALL ordertimeout.run_sweeper("+args+")")
+		r.done <- err
+	}()
+	return r
+}
+
+// wait waits for the run to end and returns how many sweeps it made.
+func (r *countedRun) wait(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		require.NoError(t, err, "CALL run_sweeper")
+	case <-r.ctx.Done():
+		t.Fatalf("run_sweeper did not end: %v", r.ctx.Err())
+	}
+	return flushedSweeps(t, r.ctx, r.conn, r.db)
 }
 
 // TestRunSweeperUnderARepeatableReadDefault: run_sweeper sweeps in READ
