@@ -65,7 +65,8 @@ BEGIN
     -- 'NaN' >= 0 is true, and NaN sorts above every number: the upper bound
     -- is what refuses NaN and Infinity.
     IF NOT (amount >= 0 AND amount < 1000000000000000) THEN
-        RAISE EXCEPTION '% must be a finite number from 0 to below 10^15, got %', field, amount
+        RAISE EXCEPTION '% must be a finite number from 0 to below 10^15, got %', field,
+            CASE WHEN length(amount::text) > 40 THEN left(amount::text, 40) || '...' ELSE amount::text END
             USING ERRCODE = 'OT126';
     END IF;
     IF min_scale(amount) > 6 THEN

@@ -31,6 +31,9 @@ DECLARE
     v_timer      bigint;
     v_pay_order  text;
     v_pay_status text;
+    v_pay_amount numeric;
+    v_pay_cur    text;
+    v_known      numeric;
     v_conflict   bigint;
     v_kind       text;
     v_mismatch   boolean;
@@ -64,18 +67,75 @@ BEGIN
     v_currency := v_order.currency;
     v_timer := v_order.timer_job_id;
 
-    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    SELECT p.order_id, p.status, p.amount, p.currency INTO v_pay_order, v_pay_status, v_pay_amount, v_pay_cur
     FROM ordertimeout.payments AS p
     WHERE p.payment_id = _confirm_payment.payment_id;
     IF FOUND AND v_pay_order <> _confirm_payment.order_id THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
             USING ERRCODE = 'OT124';
     END IF;
-    -- The same confirmation again: the same answer, nothing written.
-    IF v_pay_status = 'confirmed' THEN
-        RETURN 'paid';
-    ELSIF v_pay_status IN ('late', 'refunded') THEN
-        RETURN 'conflict';
+    -- A payment confirmed before (PAID its order, or a conflict): the same
+    -- confirmation again gets the same answer, and writes nothing. One that
+    -- says another amount or currency than the payment's (or, for a payment
+    -- confirmed without an amount, than its order's) is not the same
+    -- confirmation: refused (OT157), nothing written, rather than answered
+    -- as if it were; reconcile_payments reports such a payment too
+    -- (amount_differs). A conflict whose payment came without an amount
+    -- learns the amount while nobody has acted on it (state open), and its
+    -- kind with it: a late payment of the exact amount can then be
+    -- reinstated. A confirmation without an amount, or without a currency,
+    -- says nothing against the one before.
+    IF v_pay_status IN ('confirmed', 'late', 'refunded') THEN
+        v_known := CASE
+                       WHEN v_pay_amount IS NOT NULL THEN v_pay_amount
+                       WHEN v_pay_status = 'confirmed' THEN v_amount
+                   END;
+        IF (_confirm_payment.amount IS NOT NULL AND v_known IS NOT NULL AND _confirm_payment.amount <> v_known)
+           OR (_confirm_payment.currency IS NOT NULL AND coalesce(v_pay_cur, v_currency) IS NOT NULL
+               AND _confirm_payment.currency <> coalesce(v_pay_cur, v_currency)) THEN
+            RAISE EXCEPTION 'payment "%" of order "%" is % here, of %; this confirmation says %: not recorded (a person checks it at the gateway)',
+                _confirm_payment.payment_id, _confirm_payment.order_id,
+                CASE v_pay_status WHEN 'confirmed' THEN 'confirmed' WHEN 'late' THEN 'a conflict' ELSE 'refunded' END,
+                concat_ws(' ', coalesce(v_known::text, 'an unknown amount'), coalesce(v_pay_cur, v_currency))
+                || CASE WHEN v_pay_amount IS NULL AND v_known IS NOT NULL THEN ' (its order''s amount: it was confirmed without one)' ELSE '' END,
+                concat_ws(' ', coalesce(_confirm_payment.amount::text, 'no amount'), _confirm_payment.currency)
+                USING ERRCODE = 'OT157';
+        END IF;
+        IF v_pay_status = 'late' AND v_pay_amount IS NULL AND _confirm_payment.amount IS NOT NULL THEN
+            v_paid_cur := coalesce(_confirm_payment.currency, v_pay_cur);
+            -- resolve_conflict and finish_refund lock the conflict, then the
+            -- order; this holds the order: a conflict row locked by one of
+            -- them is being resolved, and is left as it is (waiting for it
+            -- would deadlock).
+            SELECT c.conflict_id INTO v_conflict
+            FROM ordertimeout.conflicts AS c
+            WHERE c.payment_id = _confirm_payment.payment_id
+              AND c.state = 'open'
+            FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE ordertimeout.conflicts AS c
+                SET amount = _confirm_payment.amount,
+                    currency = v_paid_cur,
+                    kind = CASE
+                               WHEN c.kind = 'late_payment' AND v_amount IS NOT NULL AND _confirm_payment.amount <> v_amount
+                                   THEN 'amount_mismatch'
+                               ELSE c.kind
+                           END
+                WHERE c.conflict_id = v_conflict
+                RETURNING c.kind INTO v_kind;
+                UPDATE ordertimeout.payments AS p
+                SET amount = _confirm_payment.amount,
+                    currency = v_paid_cur
+                WHERE p.payment_id = _confirm_payment.payment_id;
+                PERFORM ordertimeout._log_event(_confirm_payment.order_id, v_status, v_status, _confirm_payment.cause, v_now,
+                    jsonb_build_object('payment_id', _confirm_payment.payment_id, 'conflict_id', v_conflict, 'kind', v_kind,
+                                       'amount', _confirm_payment.amount, 'currency', v_paid_cur, 'amount_learned', true));
+                -- The policy may act on it now (a late payment of the exact
+                -- amount is reinstated): the listener reads the table.
+                PERFORM pg_notify('ordertimeout_conflict', '');
+            END IF;
+        END IF;
+        RETURN CASE WHEN v_pay_status = 'confirmed' THEN 'paid' ELSE 'conflict' END;
     END IF;
 
     v_paid_cur := coalesce(_confirm_payment.currency, v_currency);

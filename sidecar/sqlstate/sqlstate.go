@@ -109,6 +109,11 @@ const (
 	// InvalidCurrency (OT128): currency is not three upper-case letters
 	// (ISO 4217).
 	InvalidCurrency = "OT128"
+	// OtherMoneyForPayment (OT157): confirm_payment of a payment confirmed
+	// before (or a conflict) says another amount or currency than the
+	// payment's, or, for a payment confirmed without an amount, than its
+	// order's: not a repeat, nothing written.
+	OtherMoneyForPayment = "OT157"
 )
 
 // Codes of conflicts (late and double payments) and refunds.

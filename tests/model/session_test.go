@@ -559,7 +559,13 @@ func confirmOn(ctx context.Context, conn *pgx.Conn, o *order, c *call) error {
 // judgeConfirm judges the answer of confirmation c of o and records what it
 // proves; fresh says its payment id is new.
 func (s *session) judgeConfirm(o *order, c *call, fresh bool) {
-	allow(c, s.unknownAllowed(o, c))
+	codes := []string{s.unknownAllowed(o, c)}
+	if !fresh {
+		// A known payment, confirmed before with other money (verify
+		// checks that it was).
+		codes = append(codes, sqlstate.OtherMoneyForPayment)
+	}
+	allow(c, codes...)
 	if c.Code != "" {
 		return
 	}
@@ -961,7 +967,13 @@ RETURNING r.args ->> 'order_id', (r.args ->> 'version')::integer`).Scan(&orderID
 	if err != nil {
 		return true, err
 	}
-	allow(c)
+	if c.Payment != "" {
+		// The payment was confirmed before with other money (verify checks
+		// that it was).
+		allow(c, sqlstate.OtherMoneyForPayment)
+	} else {
+		allow(c)
+	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	switch {

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +149,12 @@ func (m *model) verify(s *dbstate.State) []string {
 				bad("%v: the refused payment left %d events, payment row %v", c, begun, paymentExists)
 			}
 		case "confirm", "check":
+			if c.Code == sqlstate.OtherMoneyForPayment {
+				if why := otherMoney(c, s.Payments[c.Payment], m.byID[c.Order]); why != "" {
+					bad("%v: %s", c, why)
+				}
+				break
+			}
 			if c.Code != "" || c.Payment == "" {
 				if c.Op == "check" && c.Code == "" {
 					n.checksDone++
@@ -568,4 +575,48 @@ func (m *model) verifyMoney(s *dbstate.State) []string {
 		}
 	}
 	return out
+}
+
+// otherMoney returns why confirmation c, refused with OT157, was not a
+// confirmation of other money than payment p (as the drained database has
+// it) was confirmed with: "" when it was. The money it is compared with is
+// p's amount, or for a payment confirmed without one its order's, and p's
+// currency (its order's when the confirmation gave none). A payment's
+// amount changes only from none to one (a conflict that learned it), so a
+// refused call is compared with what the payment ends with, or, when it
+// ended with none, with nothing (only its currency can differ).
+func otherMoney(c *call, p *dbstate.Payment, o *order) string {
+	if p == nil || o == nil {
+		return "" // purged: nothing left to compare with
+	}
+	known := deref(p.Amount)
+	if known == "" && p.Status == "confirmed" {
+		known = o.spec.Amount
+	}
+	cur := deref(p.Currency)
+	if cur == "" {
+		cur = o.spec.Currency
+	}
+	if c.Op == "check" {
+		// The gateway's answer: the order's amount, in its currency.
+		if differ(o.spec.Amount, known) || o.spec.Currency != "" && cur != "" && o.spec.Currency != cur {
+			return ""
+		}
+		return fmt.Sprintf("refused with OT157, but the payment is %s %s and the check said %s %s", known, cur, o.spec.Amount, o.spec.Currency)
+	}
+	if differ(c.Arg, known) || c.Currency != "" && cur != "" && c.Currency != cur {
+		return ""
+	}
+	return fmt.Sprintf("refused with OT157, but the payment is %s %s and the call said %s %s", known, cur, c.Arg, c.Currency)
+}
+
+// differ says whether amounts a and b (decimal text, "" for none) are both
+// given and are different numbers.
+func differ(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	x, okx := new(big.Rat).SetString(a)
+	y, oky := new(big.Rat).SetString(b)
+	return !okx || !oky || x.Cmp(y) != 0
 }

@@ -168,6 +168,46 @@ func TestBadGatewayAnswersChangeNothing(t *testing.T) {
 	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM river_job WHERE state = 'discarded'"))
 }
 
+// A gateway that says an order is paid by a payment recorded here with
+// other money (a callback said 9.99 for an order of 10, a conflict; the
+// gateway now says 10) contradicts what is recorded: confirm_payment refuses
+// it (OT157), and the sidecar takes it as a bad answer, not as the conflict
+// the payment stands as: nothing changes, an error line names the order and
+// both amounts, the metric counts it, the job asks again later. Once the
+// gateway names another payment of the right amount, the order is paid.
+func TestGatewayAnswerOfOtherMoneyForAKnownPaymentIsABadAnswer(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	gw, gwURL := newScriptedGateway(t)
+	logs := &sidecarproc.Buffer{}
+	cfg := sidecartest.Config(pgtest.URL(t, db), gwURL, "s1")
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(precheck => 'always')")
+	sidecartest.CreateOrder(t, db, "om", 200*time.Millisecond, `{"amount": 10, "currency": "EUR"}`)
+	var answer string
+	require.NoError(t, db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('om', 'om-pay', 9.99, 'EUR')").Scan(&answer))
+	require.Equal(t, "conflict", answer)
+	gw.set("GET om", `{"status": "paid", "payment_id": "om-pay", "amount": "10.00", "currency": "EUR"}`)
+	s, _ := sidecartest.Start(t, cfg)
+
+	const kind = "ordertimeout_precancel_check"
+	sidecartest.Eventually(t, 30*time.Second, "the check snoozed twice on the answer", func() (bool, error) {
+		return sidecartest.Int(t, db, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'order_id' = 'om'
+		   AND coalesce((metadata->>'snoozes')::int, 0) >= 2`, kind) == 1, nil
+	})
+	require.Regexp(t, `level=ERROR msg="gateway gave a bad answer: nothing changed, asking again later" sidecar=s1 kind=`+kind+
+		` job_id=\d+ order_id=om .*is a conflict here, of 9.99 EUR; this confirmation says 10.00 EUR`, logs.String())
+	require.GreaterOrEqual(t, sidecartest.Metric(t, s.Registry(), "ordertimeout_gateway_bad_answers_total", "kind", kind), 2.0)
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "om"))
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+	   WHERE payment_id = 'om-pay' AND kind = 'amount_mismatch' AND amount = 9.99 AND resolution IS NULL`), "the conflict as recorded")
+
+	gw.set("GET om", `{"status": "paid", "payment_id": "om-pay-2", "amount": "10.00", "currency": "EUR"}`)
+	sidecartest.WaitStatus(t, db, "om", "PAID", 30*time.Second)
+}
+
 // A gateway's transaction time whose zone offset PostgreSQL refuses
 // ("+16:00": Go's parser takes up to 24:00, PostgreSQL up to 15:59) is a bad
 // answer of the continuous reconciliation: an error line names it, the
