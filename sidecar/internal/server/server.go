@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -9,12 +10,40 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // DefaultAddr is where the server listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:9090"
+
+// The server's limits. Its clients are scrapers, probes and a few people;
+// whatever they do, it must not take from the sidecar the file descriptors
+// and database connections the sweep needs. Without them, a client that
+// opened connections and left them idle (keep-alive) held them forever: a
+// hostile review held 20,000, the sidecar ran out of file descriptors, and
+// after the database dropped its connections every sweep failed to
+// reconnect; a flood of console requests took the shared pool and the CPU
+// (cancel lag p50 from 8 ms to 760 ms).
+const (
+	// DefaultMaxConns is how many connections the server holds open at
+	// once; more wait in the kernel's accept queue, costing the sidecar no
+	// file descriptor, until one closes.
+	DefaultMaxConns = 256
+	// DefaultIdleTimeout closes a keep-alive connection idle this long.
+	DefaultIdleTimeout = 30 * time.Second
+	// readTimeout bounds reading a whole request (its headers: 10 s);
+	// writeTimeout bounds a handler and its answer.
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	// DefaultDBRequests is how many requests to the pages that read the
+	// database (the console and River's UI) are served at once; others
+	// wait up to DefaultDBWait for their turn, then get 503.
+	DefaultDBRequests = 2
+	DefaultDBWait     = 5 * time.Second
+)
 
 // Server serves the sidecar's HTTP endpoints. Set its fields, then call
 // Listen and Serve.
@@ -54,8 +83,16 @@ type Server struct {
 	// Logger logs the address and errors. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
-	ln  net.Listener
-	srv *http.Server
+	// MaxConns, IdleTimeout, DBRequests and DBWait are the limits above;
+	// zero means the default (tests set them lower).
+	MaxConns    int
+	IdleTimeout time.Duration
+	DBRequests  int
+	DBWait      time.Duration
+
+	ln      net.Listener
+	srv     *http.Server
+	dbSlots chan struct{}
 }
 
 // Listen opens the listening socket and returns its address (useful with
@@ -72,8 +109,14 @@ func (s *Server) Listen() (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http server: listen on %s: %w", addr, err)
 	}
-	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.ln = newLimitListener(ln, cmp.Or(s.MaxConns, DefaultMaxConns), s.logger())
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       cmp.Or(s.IdleTimeout, DefaultIdleTimeout),
+	}
 	return ln.Addr(), nil
 }
 
@@ -100,15 +143,16 @@ func (s *Server) routes() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	s.dbSlots = make(chan struct{}, cmp.Or(s.DBRequests, DefaultDBRequests))
 	if s.Console != nil {
-		mux.Handle("/console/", s.Console)
+		mux.Handle("/console/", s.limitDB(s.Console))
 	}
 	if s.RiverUI != nil {
 		switch {
 		case s.UIUser != "":
-			mux.Handle("/riverui/", s.basicAuth(s.RiverUI))
+			mux.Handle("/riverui/", s.basicAuth(s.limitDB(s.RiverUI)))
 		case s.ln == nil || isLoopback(s.ln.Addr()):
-			mux.Handle("/riverui/", readOnly(s.RiverUI))
+			mux.Handle("/riverui/", readOnly(s.limitDB(s.RiverUI)))
 		default:
 			s.logger().Warn("River UI not served: the HTTP server listens beyond localhost and no UI user and password are set")
 		}
@@ -136,6 +180,28 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("http server: shut down: %w", err)
 	}
 	return nil
+}
+
+// limitDB serves at most DBRequests requests of next at once (the console
+// and River's UI read the database, on the pool the sweep uses unless the
+// console has its own); a request waits up to DBWait for its turn, then
+// gets 503 with Retry-After.
+func (s *Server) limitDB(next http.Handler) http.Handler {
+	wait := cmp.Or(s.DBWait, DefaultDBWait)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case s.dbSlots <- struct{}{}:
+			defer func() { <-s.dbSlots }()
+			next.ServeHTTP(w, r)
+		case <-t.C:
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()))))
+			http.Error(w, fmt.Sprintf("busy: the console and the River UI serve %d requests at a time, so that they never take the database from the sweep; try again", cap(s.dbSlots)),
+				http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+	})
 }
 
 func (s *Server) basicAuth(next http.Handler) http.Handler {

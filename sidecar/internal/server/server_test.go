@@ -1,13 +1,17 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -148,4 +152,122 @@ func TestUIReadOnlyWithoutCredentials(t *testing.T) {
 		require.Contains(t, body, "the River UI is read-only without credentials: start the sidecar with --ui-user and --ui-password")
 	}
 	require.EqualValues(t, 1, reached.Load())
+}
+
+// raw opens a TCP connection to addr and sends a GET of path on it
+// (keep-alive).
+func raw(t *testing.T, addr, path string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+	require.NoError(t, err)
+	return c
+}
+
+// answered reads an answer on c within d: its status line, or "" when none
+// came (the read timed out), or the error.
+func answered(c net.Conn, d time.Duration) (string, error) {
+	if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "", nil
+	}
+	return strings.TrimSpace(line), err
+}
+
+// The server holds at most MaxConns connections open: with that many open
+// and idle (keep-alive), a new client is not served until one closes; it
+// then is. Before, idle connections were held without bound, and a review
+// held 20,000 of them until the sidecar had no file descriptor left for its
+// database connections.
+func TestConnectionsAreBounded(t *testing.T) {
+	t.Parallel()
+	addr, _ := start(t, &server.Server{MaxConns: 3, IdleTimeout: time.Minute})
+	var idle []net.Conn
+	for range 3 {
+		c := raw(t, addr, "/healthz")
+		line, err := answered(c, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "HTTP/1.1 200 OK", line)
+		idle = append(idle, c)
+	}
+	fourth := raw(t, addr, "/healthz")
+	line, err := answered(fourth, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, line, "a fourth connection waits while three are open")
+
+	require.NoError(t, idle[0].Close())
+	line, err = answered(fourth, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 200 OK", line, "served once one of them closed")
+}
+
+// A keep-alive connection left idle is closed by the server after
+// IdleTimeout (before, never).
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
+	addr, _ := start(t, &server.Server{IdleTimeout: 200 * time.Millisecond})
+	c := raw(t, addr, "/healthz")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = r.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the server closed the idle connection")
+}
+
+// The console and River's UI, which read the database, serve DBRequests
+// requests at once; another waits up to DBWait, then gets 503 with
+// Retry-After, while the other routes answer as usual. A flood of console
+// requests once took the sweep's pool and CPU (cancel lag p50 from 8 ms to
+// 760 ms).
+func TestDatabasePagesServeFewAtOnce(t *testing.T) {
+	t.Parallel()
+	var inside atomic.Int32
+	release := make(chan struct{})
+	s := &server.Server{DBRequests: 2, DBWait: 200 * time.Millisecond}
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		inside.Add(1)
+		<-release
+		_, _ = w.Write([]byte("console\n"))
+	})
+	addr, _ := start(t, s)
+	slow := []net.Conn{raw(t, addr, "/console/"), raw(t, addr, "/console/riverui-like")}
+	deadline := time.Now().Add(10 * time.Second)
+	for inside.Load() < 2 {
+		require.True(t, time.Now().Before(deadline), "two console requests reach the console")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/console/", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, string(body), "serve 2 requests at a time")
+	require.EqualValues(t, 2, inside.Load(), "the third never reached the console")
+	code, _ := do(t, addr, request{method: http.MethodGet, path: "/healthz"})
+	require.Equal(t, http.StatusOK, code, "other routes answer meanwhile")
+
+	close(release)
+	for _, c := range slow {
+		line, err := answered(c, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "HTTP/1.1 200 OK", line)
+	}
+	code, _ = do(t, addr, request{method: http.MethodGet, path: "/console/"})
+	require.Equal(t, http.StatusOK, code, "served again once the others are done")
 }
