@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -125,9 +127,42 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		return fmt.Errorf("%s: %w", f.fs.Name(), err)
 	}
 	if rest := f.fs.Args(); len(rest) > 0 {
-		return fmt.Errorf("%s: unexpected arguments %q: every argument must be a flag or a flag's value (a flag's name forgotten?); the flags after them were not read, nothing was done", f.fs.Name(), rest)
+		return fmt.Errorf("%s: unexpected argument %s: every argument must be a flag or a flag's value (a flag's name forgotten?); nothing was done", f.fs.Name(), f.strays(rest))
 	}
 	return nil
+}
+
+// strays describes the arguments Go's flag package stopped at for an error
+// message, without the values they may carry: a password in a URL, a token
+// after its flag, which an error line would write to a log. It names the
+// first argument (a URL's password masked, at most 64 characters) and the
+// names of this command's flags after it, which were not read.
+func (f *FlagSet) strays(rest []string) string {
+	first := rest[0]
+	if u, err := url.Parse(first); err == nil && u.User != nil {
+		first = u.Redacted()
+	}
+	if r := []rune(first); len(r) > 64 {
+		first = string(r[:64]) + "..."
+	}
+	out := strconv.Quote(first)
+	var flags []string
+	for _, a := range rest[1:] {
+		if name, ok := strings.CutPrefix(a, "-"); ok && name != "" && name != "-" {
+			name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+			if f.fs.Lookup(name) != nil {
+				flags = append(flags, "--"+name)
+			}
+		}
+	}
+	switch {
+	case len(rest) == 1:
+	case len(flags) == 0:
+		out += fmt.Sprintf(" (and %d more after it)", len(rest)-1)
+	default:
+		out += fmt.Sprintf(" (and %d more after it, among them the flags %s, which were not read)", len(rest)-1, strings.Join(flags, ", "))
+	}
+	return out
 }
 
 // PrintUsage prints the synopsis, the description and every flag with its
