@@ -85,10 +85,10 @@ func runCmd(ctx context.Context, args []string) error {
 	f.String(&cfg.ConsoleDatabaseURL, "console-database-url", "", "PostgreSQL connection string for the console (default: the sidecar's), straight to PostgreSQL too: its pool keeps prepared statements, which a transaction-mode pooler loses; a role in ordertimeout_admin also shows resolved conflicts, holds and releases")
 	f.Duration(&metricsInterval, "metrics-interval", 0, "deprecated and ignored: /metrics reads the database's statistics at each scrape")
 	f.Duration(&cfg.ShutdownTimeout, "shutdown-timeout", sidecar.DefaultShutdownTimeout, "on SIGTERM, how long running jobs may finish before they are cancelled and handed back")
-	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile); 0 turns it off")
+	f.Duration(&cfg.ReconcileEvery, "reconcile-every", sidecar.DefaultReconcileEvery, "how often the River leader asks the gateway for its payments (GET /v1/payments) since the last watermark and reconciles them (job ordertimeout_reconcile): 100ms to 24h; 0 turns it off")
 	f.String(&cfg.ReconcileSource, "reconcile-source", "", "name of the watermark of continuous reconciliation (ordertimeout.reconcile_watermark); default gateway:<--gateway>, e.g. gateway:http")
-	f.Duration(&cfg.ReconcileOverlap, "reconcile-overlap", worker.DefaultReconcileOverlap, "each reconciliation asks again from this long before the watermark (late or skewed gateway timestamps)")
-	f.Duration(&cfg.ReconcileLookback, "reconcile-lookback", worker.DefaultReconcileLookback, "how far back the first reconciliation of a source asks")
+	f.Duration(&cfg.ReconcileOverlap, "reconcile-overlap", worker.DefaultReconcileOverlap, "each reconciliation asks again from this long before the watermark (late or skewed gateway timestamps); at most 24h")
+	f.Duration(&cfg.ReconcileLookback, "reconcile-lookback", worker.DefaultReconcileLookback, "how far back the first reconciliation of a source asks; at most 8760h (365 days)")
 	log.AddFlags(f)
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err

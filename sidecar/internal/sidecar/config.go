@@ -164,6 +164,12 @@ type Config struct {
 // reconciliation.
 const DefaultReconcileEvery = time.Minute
 
+// The longest --reconcile-lookback and --reconcile-overlap (checkReconcile).
+const (
+	MaxReconcileLookback = 365 * 24 * time.Hour
+	MaxReconcileOverlap  = 24 * time.Hour
+)
+
 // DefaultName returns "<hostname>-<pid>".
 func DefaultName() string {
 	host, err := os.Hostname()
@@ -248,7 +254,29 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := checkRetention(&cfg); err != nil {
 		return Config{}, err
 	}
+	if err := checkReconcile(cfg); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// checkReconcile refuses continuous reconciliation settings that would fail
+// every run, or run it back to back: reconcile_payments takes periods of at
+// most 400 days (OT172), and a first run asks --reconcile-lookback back (a
+// review's 10000h started, and every run failed, logged by River at INFO
+// only); --reconcile-every 1ns reconciled 142 times in 40 s.
+func checkReconcile(cfg Config) error {
+	if cfg.ReconcileEvery != 0 && (cfg.ReconcileEvery < 100*time.Millisecond || cfg.ReconcileEvery > 24*time.Hour) {
+		return fmt.Errorf("reconcile-every must be 0 (off) or between 100ms and 24h, got %s (--reconcile-every)", cfg.ReconcileEvery)
+	}
+	if cfg.ReconcileLookback > MaxReconcileLookback {
+		return fmt.Errorf("reconcile-lookback must be at most %s (365 days: reconcile_payments takes periods of at most 400 days), got %s (--reconcile-lookback)",
+			MaxReconcileLookback, cfg.ReconcileLookback)
+	}
+	if cfg.ReconcileOverlap > MaxReconcileOverlap {
+		return fmt.Errorf("reconcile-overlap must be at most %s, got %s (--reconcile-overlap)", MaxReconcileOverlap, cfg.ReconcileOverlap)
+	}
+	return nil
 }
 
 // checkNotNegative refuses a negative duration or count, which would mean

@@ -139,3 +139,28 @@ func TestNewRefusesNegativeValues(t *testing.T) {
 		})
 	}
 }
+
+// Continuous reconciliation settings that would fail every run, or run it
+// back to back, are refused at start, naming the flag: a first run asked
+// --reconcile-lookback 10000h back, beyond the 400 days reconcile_payments
+// takes (every run failed with OT172, logged by River at INFO only), and
+// --reconcile-every 1ns reconciled 142 times in 40 s.
+func TestNewRefusesReconcileSettingsThatCannotWork(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		set  func(*sidecar.Config)
+		want string
+	}{
+		{func(c *sidecar.Config) { c.ReconcileEvery = time.Nanosecond }, "reconcile-every must be 0 (off) or between 100ms and 24h, got 1ns (--reconcile-every)"},
+		{func(c *sidecar.Config) { c.ReconcileEvery = 25 * time.Hour }, "(--reconcile-every)"},
+		{func(c *sidecar.Config) { c.ReconcileLookback = 10000 * time.Hour }, "reconcile-lookback must be at most 8760h0m0s (365 days"},
+		{func(c *sidecar.Config) { c.ReconcileOverlap = 25 * time.Hour }, "reconcile-overlap must be at most 24h0m0s, got 25h0m0s (--reconcile-overlap)"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", "s1")
+			c.set(&cfg)
+			_, err := sidecar.New(t.Context(), cfg)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
