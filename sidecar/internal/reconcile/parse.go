@@ -136,7 +136,7 @@ func checkText(line int, field, s string) error {
 	}
 	if i := strings.IndexFunc(s, text.Deceptive); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
-		return lineErr(line, field, "control character %U in %s", r, quote(s))
+		return lineErr(line, field, "%s character %U in %s", text.Kind(r), r, quote(s))
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func parseCSV(data []byte) (*File, error) {
 		}
 		f.Transactions = append(f.Transactions, t)
 	}
-	if err := checkDuplicates(f.Transactions); err != nil {
+	if err := checkDuplicates(f.Transactions, "payment_id"); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -279,13 +279,14 @@ func ParseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-// checkDuplicates refuses a payment listed twice with the same status.
-func checkDuplicates(ts []Transaction) error {
+// checkDuplicates refuses a payment listed twice with the same status,
+// naming field, the file's column of the payment id.
+func checkDuplicates(ts []Transaction, field string) error {
 	seen := make(map[[2]string]int, len(ts))
 	for _, t := range ts {
 		k := [2]string{t.PaymentID, t.Status}
 		if first, ok := seen[k]; ok {
-			return lineErr(t.Line, "payment_id", "payment %s is %s twice in the file (first on line %d)", quote(t.PaymentID), t.Status, first)
+			return lineErr(t.Line, field, "payment %s is %s twice in the file (first on line %d)", quote(t.PaymentID), t.Status, first)
 		}
 		seen[k] = t.Line
 	}

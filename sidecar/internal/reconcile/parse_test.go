@@ -107,7 +107,7 @@ func TestParseCSVErrors(t *testing.T) {
 		{"zone offset +15:60", h + "P1,A1,1.00,EUR,paid,2026-12-04T03:25:10+15:60\n", 2, "time", "RFC 3339"},
 		{"control character", h + "P1,\"A\x1b[2J\",1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "control character"},
 		{"newline in a quoted field", h + "\"P\n1\",A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "payment_id", "control character"},
-		{"bidi override", h + "P1,A\u202e1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "control character"},
+		{"bidi override", h + "P1,A\u202e1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "format character U+202E"},
 		{"not UTF-8", h + "P1,A\xff1,1.00,EUR,paid,2026-12-01T10:00:00Z\n", 2, "order_id", "UTF-8"},
 		{"twice", h + "P1,A1,1.00,EUR,paid,2026-12-01T10:00:00Z\r\nP2,A2,1.00,EUR,paid,2026-12-01T10:00:00Z\r\nP1,A1,1.00,EUR,paid,2026-12-01T11:00:00Z\r\n", 4, "payment_id", "twice"},
 		{"third line", h + "P1,A1,1.00,EUR,paid,2026-12-01T10:00:00Z\n\nP2,A2,x,EUR,paid,2026-12-01T10:00:00Z\n", 4, "amount", "plain decimal"},
@@ -177,6 +177,16 @@ func TestParseWeChatErrors(t *testing.T) {
 		{"count empty", field(7, 0, "`"), 8, "总交易单数", "must be a count of plain digits"},
 		{"count without its backquote", field(7, 0, "5"), 8, "总交易单数", "starts with a backquote"},
 		{"data after summary", strings.Join(append(append([]string(nil), lines...), lines[1]), "\r\n"), 9, "", "after the summary"},
+		// The same SUCCESS row twice (and a summary that counts it): the
+		// bill's own column is named, not the CSV format's payment_id.
+		{"twice", func() string {
+			out := append(append(append([]string(nil), lines[:2]...), lines[1]), lines[2:]...)
+			fs := strings.Split(out[8], ",")
+			fs[0] = "`6"
+			out[8] = strings.Join(fs, ",")
+			return strings.Join(out, "\r\n") + "\r\n"
+		}(), 3, "微信订单号", "twice in the file (first on line 2)"},
+		{"format character", field(1, 20, "`T\u200b恤"), 2, "商品名称", "format character U+200B"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			le := parseErr(t, reconcile.FormatWeChat, c.content)

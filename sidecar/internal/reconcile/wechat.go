@@ -187,7 +187,7 @@ func parseWeChat(data []byte) (*File, error) {
 	if !summary {
 		return nil, lineErr(max(1, lastLine(data)), "", "the bill has no summary lines (%s,...) at its end: the file is cut off", wxSummary)
 	}
-	if err := checkDuplicates(f.Transactions); err != nil {
+	if err := checkDuplicates(f.Transactions, wxPaymentID); err != nil {
 		return nil, err
 	}
 	if !first.IsZero() {

@@ -18,6 +18,19 @@ func Deceptive(r rune) bool {
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
+// Kind names the category of a Deceptive character for an error message:
+// "control", "format" or "separator".
+func Kind(r rune) string {
+	switch {
+	case unicode.Is(unicode.Cc, r):
+		return "control"
+	case unicode.Is(unicode.Cf, r):
+		return "format"
+	default:
+		return "separator"
+	}
+}
+
 // Plain reports whether s is valid UTF-8 of 1 to max characters, none of
 // them Deceptive: the rule of ordertimeout._is_plain_text.
 func Plain(s string, max int) bool {
