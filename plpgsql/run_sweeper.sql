@@ -138,7 +138,8 @@ BEGIN
             -- waits at most max_sleep. The plan is recorded, as the sidecar's
             -- are (create_order then sends no wake-up for an order due after
             -- it). least() keeps held_due_by from being ahead of the clock
-            -- (OT156) when the clock went back during the sweep.
+            -- (OT156) when the clock went back during the sweep; a step back
+            -- after it is caught below.
             v_deferring := CASE WHEN v_deferred > 0 THEN v_deferring + 1 ELSE 0 END;
             IF v_deferred > 0 AND v_held_since IS NULL THEN
                 v_held_since := v_swept;
@@ -153,9 +154,19 @@ BEGIN
                                WHEN v_held_since IS NULL THEN interval '1 millisecond'
                                ELSE LEAST(GREATEST(v_swept - v_held_since, interval '1 millisecond'), run_sweeper.max_sleep)
                            END;
-                SELECT p.wake_at, p.held INTO v_wake, v_held
-                FROM ordertimeout.plan_next_sweep(run_sweeper.max_sleep,
-                                                  LEAST(v_swept, pg_catalog.clock_timestamp()), v_retry) AS p;
+                BEGIN
+                    SELECT p.wake_at, p.held INTO v_wake, v_held
+                    FROM ordertimeout.plan_next_sweep(run_sweeper.max_sleep,
+                                                      LEAST(v_swept, pg_catalog.clock_timestamp()), v_retry) AS p;
+                EXCEPTION
+                    -- The clock stepped back between the least() and the
+                    -- plan's own reading of it (OT156): plan as if nothing
+                    -- had been passed over, as the sidecar does, rather than
+                    -- end the run and roll back the sweep with it.
+                    WHEN SQLSTATE 'OT156' THEN
+                        SELECT p.wake_at, p.held INTO v_wake, v_held
+                        FROM ordertimeout.plan_next_sweep(run_sweeper.max_sleep) AS p;
+                END;
                 IF NOT v_held THEN
                     v_held_since := NULL;
                 ELSIF v_held_since IS NULL THEN

@@ -328,6 +328,45 @@ func TestRunSweeperSweepsOtherOrdersOnTimeWhileOneIsHeld(t *testing.T) {
 	require.LessOrEqual(t, calls, int64(40), "pauses that double while the order is held, not a spin")
 }
 
+// TestRunSweeperPlansAfterTheClockStepsBack: when the database's clock steps
+// back between run_sweeper's reading of it and plan_next_sweep's, the plan
+// refuses held_due_by as ahead of the clock (OT156). The run then plans
+// without it, as the sidecar does, and goes on sweeping; before migration
+// 000054 the CALL ended with OT156, rolling back the sweep it had just made,
+// and nothing swept until pg_cron's next minute. The step
+// is simulated: in this test's own database, plan_next_sweep is wrapped to
+// raise OT156 whenever it is given held_due_by.
+func TestRunSweeperPlansAfterTheClockStepsBack(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	_, err := db.Exec(ctx, `
+		DO $$ BEGIN
+		    EXECUTE replace(pg_get_functiondef('ordertimeout.plan_next_sweep(interval, timestamptz, interval)'::regprocedure),
+		                    'plan_next_sweep', 'plan_next_sweep_unwrapped');
+		END $$;
+		CREATE OR REPLACE FUNCTION ordertimeout.plan_next_sweep(max_sleep interval, held_due_by timestamptz DEFAULT NULL,
+		                                             retry_held_in interval DEFAULT NULL)
+		RETURNS TABLE (wake_at timestamptz, held boolean) LANGUAGE plpgsql AS $$
+		BEGIN
+		    IF held_due_by IS NOT NULL THEN
+		        RAISE EXCEPTION 'held_due_by must not be later than the database''s clock (a simulated step back)'
+		            USING ERRCODE = 'OT156';
+		    END IF;
+		    RETURN QUERY SELECT * FROM ordertimeout.plan_next_sweep_unwrapped(max_sleep);
+		END $$`)
+	require.NoError(t, err)
+	createDue(t, ctx, db, "stepped-", 20, 100*time.Millisecond, time.Second)
+
+	conn, err := pgx.Connect(ctx, pgtest.URL(t, db))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	calls := countSweeps(t, ctx, conn, db, "duration => interval '1500 milliseconds'")
+	t.Logf("%d sweeps; every plan given held_due_by refused it", calls)
+	checkCancelledOnce(t, ctx, db, "stepped-", 20, 500*time.Millisecond)
+}
+
 // waitDue waits until the earliest timer row is due (database clock).
 func waitDue(t *testing.T, ctx context.Context, db *pgxpool.Pool) {
 	t.Helper()

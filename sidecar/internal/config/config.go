@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -127,42 +125,81 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		return fmt.Errorf("%s: %w", f.fs.Name(), err)
 	}
 	if rest := f.fs.Args(); len(rest) > 0 {
-		return fmt.Errorf("%s: unexpected argument %s: every argument must be a flag or a flag's value (a flag's name forgotten?); nothing was done", f.fs.Name(), f.strays(rest))
+		return fmt.Errorf("%s: %s is not a flag or a flag's value (a flag's name forgotten?)%s; nothing was done",
+			f.fs.Name(), f.where(args, len(args)-len(rest)), f.after(rest[1:]))
 	}
 	return nil
 }
 
-// strays describes the arguments Go's flag package stopped at for an error
-// message, without the values they may carry: a password in a URL, a token
-// after its flag, which an error line would write to a log. It names the
-// first argument (a URL's password masked, at most 64 characters) and the
-// names of this command's flags after it, which were not read.
-func (f *FlagSet) strays(rest []string) string {
-	first := rest[0]
-	if u, err := url.Parse(first); err == nil && u.User != nil {
-		first = u.Redacted()
-	}
-	if r := []rune(first); len(r) > 64 {
-		first = string(r[:64]) + "..."
-	}
-	out := strconv.Quote(first)
-	var flags []string
-	for _, a := range rest[1:] {
-		if name, ok := strings.CutPrefix(a, "-"); ok && name != "" && name != "-" {
-			name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
-			if f.fs.Lookup(name) != nil {
-				flags = append(flags, "--"+name)
-			}
+// where names the argument at index i of args, which Go's flag package
+// stopped at, by its position and the flag before it, never by its value:
+// an argument may be a secret (a token whose flag's name was forgotten, a
+// password in a connection string, a value that an unset environment
+// variable left without its flag), and an error line goes to a log. A
+// review found "run ... stray --gateway-url https://merchant:pw@..." printing
+// the password, and after that was masked, other forms printing tokens and
+// key=value passwords.
+func (f *FlagSet) where(args []string, i int) string {
+	pos := fmt.Sprintf("argument %d of %d", i+1, len(args))
+	// Read args[:i] as the flag package did: a flag, with its value in
+	// the same argument (=) or the next one unless it is boolean.
+	last := ""
+	for k := 0; k < i; k++ {
+		name, ok := f.flagName(args[k])
+		switch {
+		case !ok:
+			last = ""
+		case name == "":
+			last = `"--"`
+		case strings.Contains(args[k], "=") || isBool(f.fs.Lookup(name)):
+			last = "--" + name
+		default:
+			last = "--" + name + " and its value"
+			k++
 		}
 	}
-	switch {
-	case len(rest) == 1:
-	case len(flags) == 0:
-		out += fmt.Sprintf(" (and %d more after it)", len(rest)-1)
-	default:
-		out += fmt.Sprintf(" (and %d more after it, among them the flags %s, which were not read)", len(rest)-1, strings.Join(flags, ", "))
+	if last == "" {
+		return pos
 	}
-	return out
+	return fmt.Sprintf("%s (after %s)", pos, last)
+}
+
+// after names this command's flags among args, which were not read: their
+// names only.
+func (f *FlagSet) after(args []string) string {
+	var names []string
+	for _, a := range args {
+		if name, ok := f.flagName(a); ok && name != "" {
+			names = append(names, "--"+name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; the flags after it were not read: " + strings.Join(names, ", ")
+}
+
+// flagName returns the name of this command's flag that arg sets ("" for
+// the "--" that ends the flags), and whether arg is one of them.
+func (f *FlagSet) flagName(arg string) (string, bool) {
+	if arg == "--" {
+		return "", true
+	}
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok {
+		return "", false
+	}
+	name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+	if name == "" || f.fs.Lookup(name) == nil {
+		return "", false
+	}
+	return name, true
+}
+
+// isBool says whether fl is a boolean flag (it takes no separate value).
+func isBool(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // PrintUsage prints the synopsis, the description and every flag with its

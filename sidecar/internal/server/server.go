@@ -28,9 +28,12 @@ const DefaultAddr = "127.0.0.1:9090"
 // (cancel lag p50 from 8 ms to 760 ms).
 const (
 	// DefaultMaxConns is how many connections the server holds open at
-	// once; more wait in the kernel's accept queue, costing the sidecar no
-	// file descriptor, until one closes.
-	DefaultMaxConns = 256
+	// once. One more makes room by closing the connection idle the longest,
+	// else the oldest that has sent no request for DefaultNewConnGrace, else
+	// it is closed itself (connLimiter): whoever fills them cannot shut out
+	// probes and scrapes.
+	DefaultMaxConns     = 256
+	DefaultNewConnGrace = time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
 	DefaultIdleTimeout = 30 * time.Second
 	// readTimeout bounds reading a whole request (its headers: 10 s);
@@ -83,16 +86,18 @@ type Server struct {
 	// Logger logs the address and errors. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
-	// MaxConns, IdleTimeout, DBRequests and DBWait are the limits above;
-	// zero means the default (tests set them lower).
-	MaxConns    int
-	IdleTimeout time.Duration
-	DBRequests  int
-	DBWait      time.Duration
+	// MaxConns, NewConnGrace, IdleTimeout, DBRequests and DBWait are the
+	// limits above; zero means the default (tests set them lower).
+	MaxConns     int
+	NewConnGrace time.Duration
+	IdleTimeout  time.Duration
+	DBRequests   int
+	DBWait       time.Duration
 
-	ln      net.Listener
-	srv     *http.Server
-	dbSlots chan struct{}
+	ln       net.Listener
+	srv      *http.Server
+	dbSlots  chan struct{}
+	connHook func(net.Conn, http.ConnState) // tests only
 }
 
 // Listen opens the listening socket and returns its address (useful with
@@ -109,9 +114,16 @@ func (s *Server) Listen() (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http server: listen on %s: %w", addr, err)
 	}
-	s.ln = newLimitListener(ln, cmp.Or(s.MaxConns, DefaultMaxConns), s.logger())
+	s.ln = ln
+	limiter := newConnLimiter(cmp.Or(s.MaxConns, DefaultMaxConns), cmp.Or(s.NewConnGrace, DefaultNewConnGrace), s.logger())
 	s.srv = &http.Server{
-		Handler:           s.Handler(),
+		Handler: s.Handler(),
+		ConnState: func(c net.Conn, state http.ConnState) {
+			limiter.track(c, state)
+			if s.connHook != nil {
+				s.connHook(c, state)
+			}
+		},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

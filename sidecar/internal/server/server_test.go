@@ -180,12 +180,44 @@ func answered(c net.Conn, d time.Duration) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// The server holds at most MaxConns connections open: with that many open
-// and idle (keep-alive), a new client is not served until one closes; it
-// then is. Before, idle connections were held without bound, and a review
-// held 20,000 of them until the sidecar had no file descriptor left for its
-// database connections.
-func TestConnectionsAreBounded(t *testing.T) {
+// served sends a GET of /healthz on c and says whether it was answered
+// 200 within 5 s.
+func served(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")); err != nil {
+		return false
+	}
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return false
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err == nil && resp.StatusCode == http.StatusOK
+}
+
+// closedByServer says whether the server closed c (a read ends with EOF or
+// a reset within 5 s).
+func closedByServer(c net.Conn) bool {
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return false
+	}
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// The server holds at most MaxConns connections open, and whoever holds
+// them cannot shut the others out: with that many open and idle
+// (keep-alive), a new client is served, and the connection idle the longest
+// is closed to make room; the others stay. Before, idle connections were
+// held without bound (a review held 20,000 until the sidecar had no file
+// descriptor left for the database); a first cap that made new clients wait
+// let a client holding 256 connections blind /healthz and /metrics.
+func TestConnectionsAreBoundedAndIdleOnesMakeRoom(t *testing.T) {
 	t.Parallel()
 	addr, _ := start(t, &server.Server{MaxConns: 3, IdleTimeout: time.Minute})
 	var idle []net.Conn
@@ -197,14 +229,95 @@ func TestConnectionsAreBounded(t *testing.T) {
 		idle = append(idle, c)
 	}
 	fourth := raw(t, addr, "/healthz")
-	line, err := answered(fourth, 300*time.Millisecond)
+	line, err := answered(fourth, 5*time.Second)
 	require.NoError(t, err)
-	require.Empty(t, line, "a fourth connection waits while three are open")
+	require.Equal(t, "HTTP/1.1 200 OK", line, "a fourth client is served while three connections are open")
+	// One of them was closed to make room: the one idle the longest, which
+	// is idle[0] unless the server's goroutine marked another idle first.
+	closed := -1
+	deadline := time.Now().Add(5 * time.Second)
+	for closed < 0 && time.Now().Before(deadline) {
+		for i, c := range idle {
+			if err := c.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Read(make([]byte, 1))
+			var ne net.Error
+			if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+				closed = i
+				break
+			}
+		}
+	}
+	require.GreaterOrEqual(t, closed, 0, "an idle connection was closed to make room")
+	for i, c := range idle {
+		if i != closed {
+			require.True(t, served(t, c), "the others stay open")
+		}
+	}
+}
 
-	require.NoError(t, idle[0].Close())
-	line, err = answered(fourth, 5*time.Second)
+// Connections that never send a request make room once older than
+// NewConnGrace; before that, a new connection is the one refused, so that a
+// flood of connections cannot close a probe that has only just connected.
+func TestSilentConnectionsMakeRoomAfterTheirGrace(t *testing.T) {
+	t.Parallel()
+	s, accepted := newConns(&server.Server{MaxConns: 2, NewConnGrace: time.Hour})
+	addr, _ := start(t, s)
+	silent := []net.Conn{dial(t, addr), dial(t, addr)}
+	waitNew(t, accepted, 2)
+	third := raw(t, addr, "/healthz")
+	require.True(t, closedByServer(third), "within their grace the silent ones stay, and a new connection is refused")
+	for _, c := range silent {
+		line, err := answered(c, 200*time.Millisecond)
+		require.NoError(t, err)
+		require.Empty(t, line, "still open, nothing sent")
+	}
+
+	s, accepted = newConns(&server.Server{MaxConns: 2, NewConnGrace: time.Nanosecond})
+	addr, _ = start(t, s)
+	silent = []net.Conn{dial(t, addr)}
+	waitNew(t, accepted, 1)
+	silent = append(silent, dial(t, addr))
+	waitNew(t, accepted, 1)
+	third = raw(t, addr, "/healthz")
+	line, err := answered(third, 5*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, "HTTP/1.1 200 OK", line, "served once one of them closed")
+	require.Equal(t, "HTTP/1.1 200 OK", line, "past their grace, a silent connection makes room")
+	require.True(t, closedByServer(silent[0]), "the oldest silent one was closed")
+}
+
+// dial opens a TCP connection to addr and sends nothing.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newConns returns a server whose accepted connections are counted on the
+// channel, for waitNew.
+func newConns(s *server.Server) (*server.Server, chan struct{}) {
+	accepted := make(chan struct{}, 64)
+	s.SetConnHook(func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			accepted <- struct{}{}
+		}
+	})
+	return s, accepted
+}
+
+// waitNew waits until the server has accepted n more connections.
+func waitNew(t *testing.T, accepted chan struct{}, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-accepted:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the server did not accept the connections")
+		}
+	}
 }
 
 // A keep-alive connection left idle is closed by the server after
