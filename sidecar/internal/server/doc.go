@@ -16,4 +16,10 @@
 // rebinding), and so does a request that may change something whose Origin,
 // Sec-Fetch-Site or Referer says it comes from another origin (cross-site
 // request forgery, which cached basic-auth credentials would not stop).
+//
+// Whatever its clients do, it does not take from the sweep what the sweep
+// needs (see DefaultMaxConns and the limits beside it): at most 256
+// connections open, one more making room by closing the one idle the
+// longest; idle ones closed after 30 s; reads and answers bounded in time;
+// and the pages that read the database served two at a time.
 package server
