@@ -35,7 +35,9 @@ func TestGatewayCallEndedByTheJobTimeoutSnoozes(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	sidecartest.CreateOrder(t, e.db, "JT1", 200*time.Millisecond, `{"precheck": "never"}`)
+	// 2 s: begin_payment must come before it expires (200 ms was once too
+	// little on a loaded machine, OT122).
+	sidecartest.CreateOrder(t, e.db, "JT1", 2*time.Second, `{"precheck": "never"}`)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('JT1', 'PJT1', interval '50 milliseconds')")
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('JT1', 'PJT1')")
 	cfg := e.config("s1")

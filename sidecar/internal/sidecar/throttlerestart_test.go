@@ -37,8 +37,11 @@ func TestThrottledBacklogKeepsTheRateAcrossARestart(t *testing.T) {
 	ts := &timestamps{}
 	srv := httptest.NewServer(ts.wrap(e.fake))
 	t.Cleanup(srv.Close)
+	// An order whose payment failed, cancelled (and its close queued) when it
+	// expires. It expires 2 s after it is created: begin_payment must come
+	// before that, and 200 ms was once too little on a loaded machine (OT122).
 	failed := func(id string) {
-		sidecartest.CreateOrder(t, e.db, id, 200*time.Millisecond, `{"precheck": "never"}`)
+		sidecartest.CreateOrder(t, e.db, id, 2*time.Second, `{"precheck": "never"}`)
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment($1, $2, interval '50 milliseconds')", id, "P"+id)
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment($1, $2)", id, "P"+id)
 	}

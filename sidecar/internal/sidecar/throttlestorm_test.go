@@ -35,7 +35,9 @@ func TestThrottledBacklogDoesNotStorm(t *testing.T) {
 	t.Cleanup(srv.Close)
 	for i := range n {
 		id := fmt.Sprintf("T%d", i)
-		sidecartest.CreateOrder(t, e.db, id, 200*time.Millisecond, `{"precheck": "never"}`)
+		// 2 s: begin_payment must come before it expires (200 ms was once
+		// too little on a loaded machine, OT122).
+		sidecartest.CreateOrder(t, e.db, id, 2*time.Second, `{"precheck": "never"}`)
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment($1, $2, interval '50 milliseconds')", id, "P"+id)
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment($1, $2)", id, "P"+id)
 	}
