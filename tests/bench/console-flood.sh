@@ -48,14 +48,6 @@ due() { # due GROUP SECONDS: 50 orders named GROUP-n, due SECONDS from now, 20 m
 	q "SELECT count(ordertimeout.create_order('$1-' || g, '[{\"sku\": \"F\", \"qty\": 1}]',
 	        interval '$2 seconds' + g * interval '20 milliseconds')) FROM generate_series(1, 50) AS g" >/dev/null
 }
-wait_for() { # wait_for WHAT SECONDS COMMAND...: poll until COMMAND succeeds
-	local what=$1 deadline=$((SECONDS + $2))
-	shift 2
-	until "$@"; do
-		((SECONDS < deadline)) || die "waiting for $what: not reached"
-		sleep 0.1
-	done
-}
 
 port_http=$((20000 + RANDOM % 40000))
 "$dir/ordertimeout" run --database-url "$db" --http "127.0.0.1:$port_http" --gateway-url http://127.0.0.1:9/ \

@@ -51,14 +51,6 @@ run_quiet "$MIGRATE" -path "$dir/src/migrations" -database "pgx5://postgres@127.
 	-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
 holder_pid=$!
 q() { "${psql[@]}" -At "$db" -c "$1"; }
-wait_for() { # wait_for WHAT SECONDS COMMAND...: poll until COMMAND succeeds
-	local what=$1 deadline=$((SECONDS + $2))
-	shift 2
-	until "$@"; do
-		((SECONDS < deadline)) || die "waiting for $what: not reached"
-		sleep 0.1
-	done
-}
 held_now() { [[ $(q "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3600)'") == 1 ]]; }
 wait_for "the holder to take the order's row" 10 held_now
 

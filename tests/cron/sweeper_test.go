@@ -199,8 +199,9 @@ func closed() chan struct{} {
 }
 
 // TestRunSweeperWaitsOnHeldTimer: a due timer that another session holds
-// cannot be claimed; run_sweeper then waits max_sleep between sweeps instead
-// of spinning on it (about 10 sweeps in a second, not hundreds).
+// cannot be claimed; run_sweeper then tries it again after pauses that double
+// up to max_sleep instead of spinning on it (about 12 sweeps in a second, not
+// hundreds).
 func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -209,14 +210,7 @@ func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	url := pgtest.URL(t, db)
 	createDue(t, ctx, db, "held-", 1, time.Millisecond, time.Millisecond)
 
-	holder, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	var held int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM public.river_job WHERE queue = $1 FOR UPDATE`, timer.Name).Scan(&held))
+	hold(t, ctx, url, fmt.Sprintf(`SELECT 1 FROM public.river_job WHERE queue = '%s' FOR UPDATE`, timer.Name))
 	waitDue(t, ctx, db)
 
 	conn, err := pgx.Connect(ctx, url)
@@ -224,8 +218,27 @@ func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	defer conn.Close(ctx)
 	calls := countSweeps(t, ctx, conn, db, "duration => interval '1 second'")
 	t.Logf("%d sweeps in 1 s with the due timer held elsewhere", calls)
-	require.LessOrEqual(t, calls, int64(30), "run_sweeper waits max_sleep (100 ms) between sweeps that can claim nothing")
+	require.LessOrEqual(t, calls, int64(30), "pauses that double up to max_sleep (100 ms) between sweeps that can claim nothing, not a spin")
 	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held timer was not taken")
+}
+
+// hold takes, in a transaction of a session of its own, the one row that
+// lock (a SELECT ... FOR UPDATE) locks, as a transaction left open would,
+// and returns the transaction (rolled back when the test ends) and the
+// moment it took the lock (database clock).
+func hold(t *testing.T, ctx context.Context, url, lock string) (pgx.Tx, time.Time) {
+	t.Helper()
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var locked int
+	var at time.Time
+	require.NoError(t, tx.QueryRow(ctx, `WITH l AS (`+lock+`) SELECT count(*), clock_timestamp() FROM l`).Scan(&locked, &at))
+	require.Equal(t, 1, locked, "%s locks one row", lock)
+	return tx, at
 }
 
 // status returns an order's status.
@@ -253,14 +266,7 @@ func TestRunSweeperTriesAHeldOrderSoonAfterItIsLetGo(t *testing.T) {
 	createDue(t, ctx, db, "deferred-", 1, time.Millisecond, time.Millisecond)
 	waitDue(t, ctx, db)
 
-	holder, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	var heldAt time.Time
-	require.NoError(t, tx.QueryRow(ctx, `SELECT clock_timestamp() FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`).Scan(&heldAt))
+	tx, heldAt := hold(t, ctx, url, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
 
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -306,16 +312,7 @@ func TestRunSweeperSweepsOtherOrdersOnTimeWhileOneIsHeld(t *testing.T) {
 	createDue(t, ctx, db, "held-", 1, time.Millisecond, time.Millisecond)
 	waitDue(t, ctx, db)
 
-	holder, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	var locked int
-	require.NoError(t, tx.QueryRow(ctx, `WITH l AS (SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held-0' FOR UPDATE)
-		SELECT count(*) FROM l`).Scan(&locked))
-	require.Equal(t, 1, locked)
+	hold(t, ctx, url, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held-0' FOR UPDATE`)
 	createDue(t, ctx, db, "later-", 3, 500*time.Millisecond, 900*time.Millisecond)
 
 	conn, err := pgx.Connect(ctx, url)

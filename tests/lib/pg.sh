@@ -17,6 +17,16 @@ MIGRATE="$ROOT/.cache/bin/migrate"
 
 say() { printf '%s: %s\n' "$PROG" "$*"; }
 die() { printf '%s: %s\n' "$PROG" "$*" >&2; exit 1; }
+# wait_for WHAT SECONDS COMMAND...: polls COMMAND every 0.1 s until it
+# succeeds; dies naming WHAT after SECONDS.
+wait_for() {
+	local what=$1 deadline=$((SECONDS + $2))
+	shift 2
+	until "$@"; do
+		((SECONDS < deadline)) || die "waiting for $what: not reached"
+		sleep 0.1
+	done
+}
 
 # pgtool NAME prints the path of PostgreSQL client NAME, from PGBIN first.
 pgtool() {
