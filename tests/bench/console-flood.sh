@@ -35,12 +35,8 @@ cleanup() {
 trap cleanup EXIT
 if ((EUID == 0)); then chmod 777 "$dir"; fi
 
-git worktree add --quiet --detach "$dir/src" "$rev"
-(cd "$dir/src" && go build -o "$dir/ordertimeout" ./sidecar/cmd/ordertimeout)
-db="$url/flood?sslmode=disable"
+sidecar_at "$rev" flood
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
-"${psql[@]}" "$url/postgres" -c "CREATE DATABASE flood"
-run_quiet "$MIGRATE" -path "$dir/src/migrations" -database "pgx5://postgres@127.0.0.1:$port/flood" up
 "${psql[@]}" "$db" -c "SELECT ordertimeout.put_stock('F', 1000000)" \
 	-c "SELECT ordertimeout.configure(grace => interval '0', precheck => 'never')" >/dev/null
 q() { "${psql[@]}" -At "$db" -c "$1"; }

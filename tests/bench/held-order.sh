@@ -35,12 +35,8 @@ cleanup() {
 trap cleanup EXIT
 if ((EUID == 0)); then chmod 777 "$dir"; fi
 
-git worktree add --quiet --detach "$dir/src" "$rev"
-(cd "$dir/src" && go build -o "$dir/ordertimeout" ./sidecar/cmd/ordertimeout)
-db="$url/held?sslmode=disable"
+sidecar_at "$rev" held
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
-"${psql[@]}" "$url/postgres" -c "CREATE DATABASE held"
-run_quiet "$MIGRATE" -path "$dir/src/migrations" -database "pgx5://postgres@127.0.0.1:$port/held" up
 "${psql[@]}" "$db" -c "SELECT ordertimeout.put_stock('A', 100)" \
 	-c "SELECT ordertimeout.configure(grace => interval '0')" \
 	-c "SELECT ordertimeout.create_order('held', '[{\"sku\": \"A\", \"qty\": 1}]', interval '1 millisecond')" >/dev/null

@@ -213,10 +213,7 @@ func TestRunSweeperWaitsOnHeldTimer(t *testing.T) {
 	hold(t, ctx, url, fmt.Sprintf(`SELECT 1 FROM public.river_job WHERE queue = '%s' FOR UPDATE`, timer.Name))
 	waitDue(t, ctx, db)
 
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	calls := countSweeps(t, ctx, conn, db, "duration => interval '1 second'")
+	calls := countSweeps(t, ctx, db, "duration => interval '1 second'")
 	t.Logf("%d sweeps in 1 s with the due timer held elsewhere", calls)
 	require.LessOrEqual(t, calls, int64(30), "pauses that double up to max_sleep (100 ms) between sweeps that can claim nothing, not a spin")
 	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held timer was not taken")
@@ -268,10 +265,7 @@ func TestRunSweeperTriesAHeldOrderSoonAfterItIsLetGo(t *testing.T) {
 
 	tx, heldAt := hold(t, ctx, url, `SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR NO KEY UPDATE`)
 
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	run := startCounted(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '4 seconds'")
+	run := startCounted(t, ctx, db, "max_sleep => interval '1 minute', duration => interval '4 seconds'")
 	// The run has swept (it sleeps only after a sweep) and the order has been
 	// held for 300 ms.
 	waitFor(t, ctx, 5*time.Second, "the run to sleep after a sweep, 300 ms into the hold", func() (bool, error) {
@@ -315,10 +309,7 @@ func TestRunSweeperSweepsOtherOrdersOnTimeWhileOneIsHeld(t *testing.T) {
 	hold(t, ctx, url, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'held-0' FOR UPDATE`)
 	createDue(t, ctx, db, "later-", 3, 500*time.Millisecond, 900*time.Millisecond)
 
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	calls := countSweeps(t, ctx, conn, db, "max_sleep => interval '1 minute', duration => interval '1500 milliseconds'")
+	calls := countSweeps(t, ctx, db, "max_sleep => interval '1 minute', duration => interval '1500 milliseconds'")
 	t.Logf("%d sweeps in the 1.5 s run", calls)
 	require.Equal(t, "PENDING", status(t, ctx, db, "held-0"), "the held order was not cancelled")
 	checkCancelledOnce(t, ctx, db, "later-", 3, 250*time.Millisecond)
@@ -356,10 +347,7 @@ func TestRunSweeperPlansAfterTheClockStepsBack(t *testing.T) {
 	require.NoError(t, err)
 	createDue(t, ctx, db, "stepped-", 20, 100*time.Millisecond, time.Second)
 
-	conn, err := pgx.Connect(ctx, pgtest.URL(t, db))
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	calls := countSweeps(t, ctx, conn, db, "duration => interval '1500 milliseconds'")
+	calls := countSweeps(t, ctx, db, "duration => interval '1500 milliseconds'")
 	t.Logf("%d sweeps; every plan given held_due_by refused it", calls)
 	checkCancelledOnce(t, ctx, db, "stepped-", 20, 500*time.Millisecond)
 }
@@ -374,12 +362,11 @@ func waitDue(t *testing.T, ctx context.Context, db *pgxpool.Pool) {
 	})
 }
 
-// countSweeps runs CALL ordertimeout.run_sweeper(args) on conn, a session
-// of its own that has called no sweep_due before, and returns how many
-// sweep_due calls the run made.
-func countSweeps(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool, args string) int64 {
+// countSweeps runs CALL ordertimeout.run_sweeper(args) on a session of its
+// own and returns how many sweep_due calls the run made.
+func countSweeps(t *testing.T, ctx context.Context, db *pgxpool.Pool, args string) int64 {
 	t.Helper()
-	return startCounted(t, ctx, conn, db, args).wait(t)
+	return startCounted(t, ctx, db, args).wait(t)
 }
 
 // flushedSweeps returns how many sweep_due calls conn's session made, once
@@ -411,12 +398,16 @@ type countedRun struct {
 	done chan error
 }
 
-// startCounted starts CALL ordertimeout.run_sweeper(args) on conn, a session
-// of its own that has called no sweep_due before, and returns at once; wait
-// returns how many sweep_due calls the run made.
-func startCounted(t *testing.T, ctx context.Context, conn *pgx.Conn, db *pgxpool.Pool, args string) *countedRun {
+// startCounted starts CALL ordertimeout.run_sweeper(args) on a session of
+// its own (so that its sweep_due calls are the only ones it counts), closed
+// when the test ends, and returns at once; wait returns how many sweep_due
+// calls the run made.
+func startCounted(t *testing.T, ctx context.Context, db *pgxpool.Pool, args string) *countedRun {
 	t.Helper()
-	_, err := conn.Exec(ctx, "SET track_functions = 'pl'")
+	conn, err := pgx.Connect(ctx, pgtest.URL(t, db))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, "SET track_functions = 'pl'")
 	require.NoError(t, err)
 	r := &countedRun{ctx: ctx, conn: conn, db: db, pid: conn.PgConn().PID(), done: make(chan error, 1)}
 	go func() {

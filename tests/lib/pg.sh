@@ -122,6 +122,20 @@ migrate_cli() {
 	run_quiet "$MIGRATE" -path "$ROOT/migrations" -database "$(pgx5_url "$url")" "$@"
 }
 
+# sidecar_at REV NAME, after private_cluster and ensure_migrate: checks REV
+# out in $dir/src (a git worktree: the caller's EXIT trap removes it), builds
+# its sidecar into $dir/ordertimeout, creates database NAME on the private
+# cluster and migrates it with REV's migrations, and sets db to its URL. For
+# the scripts that measure one commit's sidecar (tests/bench/held-order.sh,
+# tests/bench/console-flood.sh).
+sidecar_at() {
+	git worktree add --quiet --detach "$dir/src" "$1"
+	(cd "$dir/src" && go build -o "$dir/ordertimeout" ./sidecar/cmd/ordertimeout)
+	"$(pgtool psql)" -X -q -v ON_ERROR_STOP=1 "$url/postgres" -c "CREATE DATABASE $2"
+	run_quiet "$MIGRATE" -path "$dir/src/migrations" -database "pgx5://postgres@127.0.0.1:$port/$2" up
+	db="$url/$2?sslmode=disable"
+}
+
 # private_cluster NAME initdbs a throwaway cluster in a new temporary
 # directory named after NAME and starts it on a random port of 127.0.0.1,
 # for the scripts that load it, stop it and run postgres --single on its data
