@@ -270,14 +270,21 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	if err != nil {
 		return gateway.CloseResult{}, err
 	}
+	// Every open payment is closed even when the close of another fails:
+	// the buyer must not be left one to pay meanwhile, and a payment found
+	// paid is the answer whatever became of the others (the worker confirms
+	// it; money on one left open comes later as a conflict).
+	var failed []error
 	for i, p := range ps {
 		if !p.closable {
 			continue
 		}
-		if p, err = d.closeOne(ctx, ref.OrderID, p); err != nil {
-			return gateway.CloseResult{}, err
+		closed, err := d.closeOne(ctx, ref.OrderID, p)
+		if err != nil {
+			failed = append(failed, err)
+			continue
 		}
-		ps[i] = p
+		ps[i] = closed
 	}
 	var processing []string
 	for _, p := range ps {
@@ -288,11 +295,39 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 			processing = append(processing, p.id)
 		}
 	}
+	if len(failed) > 0 {
+		return gateway.CloseResult{}, closeFailed(failed)
+	}
 	if len(processing) > 0 {
 		return gateway.CloseResult{}, fmt.Errorf("payment %s is processing: it can be neither closed nor taken for paid yet: %w",
 			strings.Join(processing, ", "), gateway.ErrUnavailable)
 	}
 	return gateway.CloseResult{Status: gateway.CloseClosed}, nil
+}
+
+// closeFailed is the error of a close some of whose payments could not be
+// closed: the gravest of their errors (a bad answer before any other, an
+// unavailable gateway last) as the one the worker acts on, the others named
+// in its text only.
+func closeFailed(errs []error) error {
+	rank := func(err error) int {
+		switch {
+		case errors.Is(err, gateway.ErrBadAnswer):
+			return 0
+		case errors.Is(err, gateway.ErrUnavailable):
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return rank(a) - rank(b) })
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	others := make([]string, 0, len(errs)-1)
+	for _, err := range errs[1:] {
+		others = append(others, err.Error())
+	}
+	return fmt.Errorf("%w (and %d more could not be closed: %s)", errs[0], len(others), strings.Join(others, "; "))
 }
 
 // closeOne cancels a PaymentIntent or expires a Checkout Session. A 200

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -521,6 +522,58 @@ func TestCloseRefusedStillOpen(t *testing.T) {
 	r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"cs_1"}})
 	require.NoError(t, err)
 	require.Equal(t, gateway.CloseClosed, r.Status)
+}
+
+// A close whose payments cannot all be closed still closes the others, and
+// a payment found paid is the answer whatever became of the others. Before,
+// the first close that failed ended the close: the order's other open
+// PaymentIntents stayed payable, and a paid one was not reported, so the
+// order waited, PENDING past its deadline, for the failing close to pass.
+func TestCloseClosesTheOthersWhenOneFails(t *testing.T) {
+	t.Parallel()
+	// pi_1 cannot be closed and is still open: the buyer could pay it.
+	refused := func(s *scripted) {
+		s.set("GET /v1/payment_intents/pi_1",
+			intent("pi_1", "requires_action", 1250, "eur", "A1"),
+			intent("pi_1", "requires_payment_method", 1250, "eur", "A1"))
+		s.set("POST /v1/payment_intents/pi_1/cancel", stripeError(400, "invalid_request_error", "payment_intent_unexpected_state"))
+	}
+	posted := func(s *scripted, key string) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return slices.Contains(s.seen, key)
+	}
+
+	t.Run("the others are closed", func(t *testing.T) {
+		s, url := newScripted(t)
+		refused(s)
+		s.set("GET /v1/payment_intents/pi_2", intent("pi_2", "requires_action", 1250, "eur", "A1"))
+		s.set("POST /v1/payment_intents/pi_2/cancel", intent("pi_2", "canceled", 1250, "eur", "A1"))
+		r, err := newDriver(t, url).Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_2"}})
+		require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while pi_1 is open", r)
+		require.True(t, posted(s, "POST /v1/payment_intents/pi_2/cancel"), "pi_2 closed although pi_1 could not be")
+	})
+
+	t.Run("a paid one is the answer", func(t *testing.T) {
+		s, url := newScripted(t)
+		refused(s)
+		s.set("GET /v1/payment_intents/pi_3", intent("pi_3", "succeeded", 1250, "eur", "A1"))
+		r, err := newDriver(t, url).Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_3"}})
+		require.NoError(t, err)
+		require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_3", Amount: "12.50", Currency: "EUR"}, r)
+	})
+
+	t.Run("a bad answer is not reported as unavailable", func(t *testing.T) {
+		s, url := newScripted(t)
+		refused(s)
+		s.set("GET /v1/payment_intents/pi_4", intent("pi_4", "requires_action", 1250, "eur", "A1"))
+		s.set("POST /v1/payment_intents/pi_4/cancel", intent("pi_4", "requires_capture", 1250, "eur", "A1"))
+		_, err := newDriver(t, url).Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_4"}})
+		require.ErrorIs(t, err, gateway.ErrBadAnswer)
+		require.NotErrorIs(t, err, gateway.ErrUnavailable, "the worker would only snooze it")
+		require.Contains(t, err.Error(), "pi_4")
+		require.Contains(t, err.Error(), "pi_1", "the other failure is named")
+	})
 }
 
 // A conflict's refund is the whole payment: its amount is the one the
