@@ -117,3 +117,31 @@ func TestContinuousReconcileMismatchAndDown(t *testing.T) {
 	require.EqualValues(t, 1, value("ordertimeout_reconcile_lost_callbacks_total"))
 	require.Positive(t, value("ordertimeout_jobs_total", "kind", "ordertimeout_reconcile", "outcome", "snoozed"))
 }
+
+// A watermark older than the longest period reconcile_payments takes (400
+// days; the reconciliation was off for long) is caught up a year per run:
+// before, every run failed with OT172 and the watermark never moved.
+func TestContinuousReconcileCatchesUpAnOldWatermark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	_, gw := sidecartest.Fake(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:fake', now() - interval '800 days', now() - interval '800 days')`)
+
+	cfg := sidecartest.Config(url, gw, "r3")
+	cfg.ReconcileEvery = 200 * time.Millisecond
+	cfg.ReconcileSource = "gateway:fake"
+	sidecartest.Start(t, cfg)
+
+	sidecartest.Eventually(t, 30*time.Second, "the watermark caught up", func() (bool, error) {
+		var behind time.Duration
+		err := db.QueryRow(ctx, `SELECT now() - ordertimeout.reconcile_watermark('gateway:fake')`).Scan(&behind)
+		return err == nil && behind < time.Hour, err
+	})
+	require.Zero(t, sidecartest.Int(t, db, `SELECT count(*) FROM river_job
+		WHERE kind = 'ordertimeout_reconcile' AND (state IN ('discarded', 'retryable') OR errors IS NOT NULL)`),
+		"no run failed on the way")
+}

@@ -26,6 +26,12 @@ const (
 	DefaultReconcileLookback = 24 * time.Hour
 	// reconcilePage is the limit of each gateway call.
 	reconcilePage = gateway.MaxPaymentsLimit
+	// maxReconcilePeriod is the longest period one run reconciles:
+	// reconcile_payments takes at most 400 days (OT172). A watermark older
+	// than that (the reconciliation was off for long) is caught up one such
+	// period per run, the watermark moving to each period's end, instead of
+	// every run failing.
+	maxReconcilePeriod = 365 * 24 * time.Hour
 )
 
 // ReconcileArgs reconciles the gateway's payments since the watermark of
@@ -85,6 +91,11 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	if !since.Before(end) {
 		w.outcome(job.Kind, "nothing")
 		return nil
+	}
+	if end.Sub(since) > maxReconcilePeriod {
+		w.Logger.Warn("reconcile: the watermark is more than a year old; catching up one year per run",
+			"kind", job.Kind, "source", source, "since", since, "until", since.Add(maxReconcilePeriod), "now", end)
+		end = since.Add(maxReconcilePeriod)
 	}
 
 	// Read every page; stop at reconcile.MaxRows, ending the period at the
