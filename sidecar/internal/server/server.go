@@ -47,6 +47,11 @@ const (
 	// wait up to DefaultDBWait for their turn, then get 503.
 	DefaultDBRequests = 2
 	DefaultDBWait     = 5 * time.Second
+	// maxHeldAnswer is the most of an answer a database page keeps in
+	// memory, so that its turn ends before the answer is sent: a client
+	// that reads slowly then holds its connection, not a turn. A longer
+	// answer is sent as it is written, keeping its turn to the end.
+	maxHeldAnswer = 1 << 20
 )
 
 // Server serves the sidecar's HTTP endpoints. Set its fields, then call
@@ -161,11 +166,16 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/console/", s.limitDB(s.Console))
 	}
 	if s.RiverUI != nil {
+		// Only River UI's API reads the database; its page and scripts
+		// are files in the binary, served without waiting for a turn.
+		ui := http.NewServeMux()
+		ui.Handle("/riverui/api/", s.limitDB(s.RiverUI))
+		ui.Handle("/riverui/", s.RiverUI)
 		switch {
 		case s.UIUser != "":
-			mux.Handle("/riverui/", s.basicAuth(s.limitDB(s.RiverUI)))
+			mux.Handle("/riverui/", s.basicAuth(ui))
 		case s.ln == nil || isLoopback(s.ln.Addr()):
-			mux.Handle("/riverui/", readOnly(s.limitDB(s.RiverUI)))
+			mux.Handle("/riverui/", readOnly(ui))
 		default:
 			s.logger().Warn("River UI not served: the HTTP server listens beyond localhost and no UI user and password are set")
 		}
@@ -198,7 +208,9 @@ func (s *Server) Serve(ctx context.Context) error {
 // limitDB serves at most DBRequests requests of next at once (the console
 // and River's UI read the database, on the pool the sweep uses unless the
 // console has its own); a request waits up to DBWait for its turn, then
-// gets 503 with Retry-After.
+// gets 503 with Retry-After. The turn ends when next returns: its answer
+// (up to maxHeldAnswer) is sent after, so a client that reads it slowly
+// does not keep others from their turn.
 func (s *Server) limitDB(next http.Handler) http.Handler {
 	wait := cmp.Or(s.DBWait, DefaultDBWait)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -206,8 +218,12 @@ func (s *Server) limitDB(next http.Handler) http.Handler {
 		defer t.Stop()
 		select {
 		case s.dbSlots <- struct{}{}:
-			defer func() { <-s.dbSlots }()
-			next.ServeHTTP(w, r)
+			held := &heldAnswer{w: w}
+			func() {
+				defer func() { <-s.dbSlots }()
+				next.ServeHTTP(held, r)
+			}()
+			held.send()
 		case <-t.C:
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()))))
 			http.Error(w, fmt.Sprintf("busy: the console and the River UI serve %d requests at a time, so that they never take the database from the sweep; try again", cap(s.dbSlots)),
@@ -215,6 +231,51 @@ func (s *Server) limitDB(next http.Handler) http.Handler {
 		case <-r.Context().Done():
 		}
 	})
+}
+
+// heldAnswer keeps an answer in memory up to maxHeldAnswer bytes, then
+// sends what it holds and the rest as it comes.
+type heldAnswer struct {
+	w       http.ResponseWriter
+	code    int
+	body    []byte
+	sending bool
+}
+
+func (h *heldAnswer) Header() http.Header { return h.w.Header() }
+
+func (h *heldAnswer) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *heldAnswer) Write(p []byte) (int, error) {
+	if h.code == 0 {
+		h.code = http.StatusOK
+	}
+	if !h.sending && len(h.body)+len(p) <= maxHeldAnswer {
+		h.body = append(h.body, p...)
+		return len(p), nil
+	}
+	if !h.sending {
+		h.sending = true
+		h.w.WriteHeader(h.code)
+		if _, err := h.w.Write(h.body); err != nil {
+			return 0, err
+		}
+		h.body = nil
+	}
+	return h.w.Write(p)
+}
+
+// send sends the answer held, unless it is being sent already.
+func (h *heldAnswer) send() {
+	if h.sending {
+		return
+	}
+	h.w.WriteHeader(cmp.Or(h.code, http.StatusOK))
+	_, _ = h.w.Write(h.body)
 }
 
 func (s *Server) basicAuth(next http.Handler) http.Handler {

@@ -384,3 +384,90 @@ func TestDatabasePagesServeFewAtOnce(t *testing.T) {
 	code, _ = do(t, addr, request{method: http.MethodGet, path: "/console/"})
 	require.Equal(t, http.StatusOK, code, "served again once the others are done")
 }
+
+// A database page's turn ends when its answer is written, not when the
+// client has read it: a client that reads a page slowly (or never) keeps
+// its connection, not the turn. Before, the handler's writes blocked on the
+// full socket while it held the turn, for up to the write timeout (60 s),
+// and two such clients shut everyone out of the console and River's UI.
+func TestASlowReaderDoesNotHoldATurn(t *testing.T) {
+	t.Parallel()
+	page := strings.Repeat("0123456789abcdef", 8<<10) // 128 KiB: more than the two small sockets hold
+	var entered atomic.Int32
+	s := &server.Server{DBRequests: 1, DBWait: 500 * time.Millisecond}
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered.Add(1)
+		_, _ = w.Write([]byte(page))
+	})
+	s.SetConnHook(func(c net.Conn, state http.ConnState) {
+		if tc, ok := c.(*net.TCPConn); ok && state == http.StateNew {
+			_ = tc.SetWriteBuffer(4096)
+		}
+	})
+	addr, _ := start(t, s)
+
+	slow, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = slow.Close() })
+	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = slow.Write([]byte("GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for entered.Load() < 1 {
+		require.True(t, time.Now().Before(deadline), "the slow client's request reaches the console")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	code, body := do(t, addr, request{method: http.MethodGet, path: "/console/"})
+	require.Equal(t, http.StatusOK, code, "served while the slow client has not read its answer")
+	require.Len(t, body, len(page))
+
+	// The slow client's answer is whole (read with a larger buffer: with
+	// both buffers this small, each segment waits for a delayed ACK).
+	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(1<<20))
+	require.NoError(t, slow.SetReadDeadline(time.Now().Add(20*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, page, string(got))
+}
+
+// River UI's page and scripts are files in the binary: they are served
+// while the database pages are busy; its API waits for a turn.
+func TestRiverUIFilesNeedNoTurn(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var inside atomic.Int32
+	s := &server.Server{DBRequests: 1, DBWait: 200 * time.Millisecond}
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		inside.Add(1)
+		<-release
+		_, _ = w.Write([]byte("console\n"))
+	})
+	addr, reached := start(t, s)
+	busy := raw(t, addr, "/console/")
+	deadline := time.Now().Add(10 * time.Second)
+	for inside.Load() < 1 {
+		require.True(t, time.Now().Before(deadline), "the console request takes the turn")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	code, _ := do(t, addr, request{method: http.MethodGet, path: "/riverui/assets/main.js"})
+	require.Equal(t, http.StatusOK, code, "a file of the UI needs no turn")
+	code, _ = do(t, addr, request{method: http.MethodGet, path: "/riverui/"})
+	require.Equal(t, http.StatusOK, code, "nor does its page")
+	require.EqualValues(t, 2, reached.Load())
+	code, _ = do(t, addr, request{method: http.MethodGet, path: "/riverui/api/jobs"})
+	require.Equal(t, http.StatusServiceUnavailable, code, "the API waits for a turn")
+	require.EqualValues(t, 2, reached.Load())
+
+	close(release)
+	line, err := answered(busy, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 200 OK", line)
+	code, _ = do(t, addr, request{method: http.MethodGet, path: "/riverui/api/jobs"})
+	require.Equal(t, http.StatusOK, code)
+}
