@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,6 +53,10 @@ const (
 	// that reads slowly then holds its connection, not a turn. A longer
 	// answer is sent as it is written, keeping its turn to the end.
 	maxHeldAnswer = 1 << 20
+	// DefaultHeldBytes bounds the answers held at once, all connections
+	// together: past it, an answer is sent as it is written, keeping its
+	// turn (as a review found, 200 clients that never read held 217 MiB).
+	DefaultHeldBytes = 8 << 20
 )
 
 // Server serves the sidecar's HTTP endpoints. Set its fields, then call
@@ -92,17 +97,20 @@ type Server struct {
 	// Logger logs the address and errors. If nil, slog.Default() is used.
 	Logger *slog.Logger
 
-	// MaxConns, NewConnGrace, IdleTimeout, DBRequests and DBWait are the
-	// limits above; zero means the default (tests set them lower).
+	// MaxConns, NewConnGrace, IdleTimeout, DBRequests, DBWait and
+	// HeldBytes are the limits above; zero means the default (tests set
+	// them lower).
 	MaxConns     int
 	NewConnGrace time.Duration
 	IdleTimeout  time.Duration
 	DBRequests   int
 	DBWait       time.Duration
+	HeldBytes    int64
 
 	ln       net.Listener
 	srv      *http.Server
 	dbSlots  chan struct{}
+	held     atomic.Int64                   // bytes of answers held (heldAnswer)
 	connHook func(net.Conn, http.ConnState) // tests only
 }
 
@@ -218,7 +226,8 @@ func (s *Server) limitDB(next http.Handler) http.Handler {
 		defer t.Stop()
 		select {
 		case s.dbSlots <- struct{}{}:
-			held := &heldAnswer{w: w}
+			held := &heldAnswer{w: w, total: &s.held, budget: cmp.Or(s.HeldBytes, DefaultHeldBytes)}
+			defer held.release()
 			func() {
 				defer func() { <-s.dbSlots }()
 				next.ServeHTTP(held, r)
@@ -233,13 +242,22 @@ func (s *Server) limitDB(next http.Handler) http.Handler {
 	})
 }
 
-// heldAnswer keeps an answer in memory up to maxHeldAnswer bytes, then
+// heldAnswer keeps an answer in memory up to maxHeldAnswer bytes, and while
+// the answers held by all connections (total) stay within budget; then it
 // sends what it holds and the rest as it comes.
 type heldAnswer struct {
 	w       http.ResponseWriter
 	code    int
 	body    []byte
 	sending bool
+	total   *atomic.Int64
+	budget  int64
+}
+
+// release gives back the bytes held to the budget.
+func (h *heldAnswer) release() {
+	h.total.Add(-int64(len(h.body)))
+	h.body = nil
 }
 
 func (h *heldAnswer) Header() http.Header { return h.w.Header() }
@@ -255,16 +273,20 @@ func (h *heldAnswer) Write(p []byte) (int, error) {
 		h.code = http.StatusOK
 	}
 	if !h.sending && len(h.body)+len(p) <= maxHeldAnswer {
-		h.body = append(h.body, p...)
-		return len(p), nil
+		if h.total.Add(int64(len(p))) <= h.budget {
+			h.body = append(h.body, p...)
+			return len(p), nil
+		}
+		h.total.Add(-int64(len(p)))
 	}
 	if !h.sending {
 		h.sending = true
 		h.w.WriteHeader(h.code)
-		if _, err := h.w.Write(h.body); err != nil {
+		_, err := h.w.Write(h.body)
+		h.release()
+		if err != nil {
 			return 0, err
 		}
-		h.body = nil
 	}
 	return h.w.Write(p)
 }

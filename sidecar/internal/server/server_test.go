@@ -471,3 +471,69 @@ func TestRiverUIFilesNeedNoTurn(t *testing.T) {
 	code, _ = do(t, addr, request{method: http.MethodGet, path: "/riverui/api/jobs"})
 	require.Equal(t, http.StatusOK, code)
 }
+
+// The answers held for clients that read slowly have a budget, all
+// connections together: past it, an answer is sent as it is written,
+// keeping its turn. Found by a review of the first version, whose only bound
+// was the connection count: 200 clients that never read a page of 1 MiB
+// held 217 MiB.
+func TestHeldAnswersHaveABudget(t *testing.T) {
+	t.Parallel()
+	page := strings.Repeat("0123456789abcdef", 8<<10) // 128 KiB
+	var entered atomic.Int32
+	s := &server.Server{DBRequests: 1, DBWait: 300 * time.Millisecond, HeldBytes: 200 << 10}
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered.Add(1)
+		_, _ = w.Write([]byte(page))
+	})
+	s.SetConnHook(func(c net.Conn, state http.ConnState) {
+		if tc, ok := c.(*net.TCPConn); ok && state == http.StateNew {
+			_ = tc.SetWriteBuffer(4096)
+		}
+	})
+	addr, _ := start(t, s)
+	slowly := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
+		_, err = c.Write([]byte("GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+		require.NoError(t, err)
+		return c
+	}
+	waitEntered := func(n int32) {
+		deadline := time.Now().Add(10 * time.Second)
+		for entered.Load() < n {
+			require.True(t, time.Now().Before(deadline), "request %d reaches the console", n)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	first := slowly()
+	waitEntered(1)
+	code, _ := do(t, addr, request{method: http.MethodGet, path: "/console/"})
+	require.Equal(t, http.StatusOK, code, "the first slow answer is held: its turn is free")
+	require.EqualValues(t, len(page), s.Held())
+
+	second := slowly()
+	waitEntered(3)
+	code, _ = do(t, addr, request{method: http.MethodGet, path: "/console/"})
+	require.Equal(t, http.StatusServiceUnavailable, code, "the second is past the budget: sent as written, it keeps its turn")
+	require.EqualValues(t, len(page), s.Held(), "held: the first answer only")
+
+	for _, c := range []net.Conn{first, second} {
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(1<<20))
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, page, string(got), "the answer is whole")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Held() != 0 {
+		require.True(t, time.Now().Before(deadline), "the budget is given back once the answers are sent: %d held", s.Held())
+		time.Sleep(5 * time.Millisecond)
+	}
+}

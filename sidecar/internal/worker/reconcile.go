@@ -114,8 +114,15 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		if err != nil {
 			return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: %w", source, err))
 		}
-		added := 0
+		added, ended := 0, false
 		for _, p := range page {
+			if !p.At.Before(end) {
+				// After the period (the run's start, or the end of a year
+				// of catching up): the next run reads it, from a little
+				// before the watermark this run leaves at end.
+				ended = true
+				continue
+			}
 			k := [2]string{p.PaymentID, p.Status}
 			if first, ok := seen[k]; ok {
 				if gateway.SameRecord(first, p) || slices.ContainsFunc(again, func(a gateway.Payment) bool { return gateway.SameRecord(a, p) }) {
@@ -135,7 +142,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			ts = append(ts, reconcile.Transaction{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
 				Currency: p.Currency, Status: p.Status, At: p.At})
 		}
-		if len(page) < reconcilePage {
+		if len(page) < reconcilePage || ended {
 			break
 		}
 		if added == 0 {

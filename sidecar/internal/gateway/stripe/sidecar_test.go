@@ -1,15 +1,19 @@
 package stripe_test
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
 )
@@ -58,4 +62,44 @@ func TestSidecarWithStripeDriver(t *testing.T) {
 		paths = append(paths, r.Method+" "+r.Path)
 	}
 	require.Contains(t, paths, "POST /v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa/cancel")
+}
+
+// The close job of a cancelled order whose one PaymentIntent is paid and
+// another cannot be closed yet snoozes until that one is closed: the paid
+// one is recorded once none is left open. A first version answered paid at
+// once; the worker recorded the conflict and ended the job, and the open
+// PaymentIntent stayed payable for good.
+func TestCloseJobWaitsForEveryOpenPaymentIntent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "A1", time.Hour, `{"precheck": "never"}`)
+	for _, sql := range []string{
+		"SELECT ordertimeout.begin_payment('A1', 'pi_1')",
+		"SELECT ordertimeout.fail_payment('A1', 'pi_1')",
+		"SELECT ordertimeout.begin_payment('A1', 'pi_3')",
+		"SELECT ordertimeout.fail_payment('A1', 'pi_3')",
+		"SELECT ordertimeout.cancel_order('A1')",
+	} {
+		sidecartest.Exec(t, db, sql)
+	}
+	s, url := newScripted(t)
+	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_action", 1250, "eur", "A1"),
+		intent("pi_1", "requires_payment_method", 1250, "eur", "A1"))
+	s.set("POST /v1/payment_intents/pi_1/cancel", stripeError(400, "invalid_request_error", "payment_intent_unexpected_state"))
+	s.set("GET /v1/payment_intents/pi_3", intent("pi_3", "succeeded", 1250, "eur", "A1"))
+
+	w := &worker.GatewayCloseWorker{Deps: &worker.Deps{Pool: db, Gateway: newDriver(t, url), Logger: sidecartest.Logger()}}
+	job := &river.Job[worker.GatewayCloseArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_gateway_close", Attempt: 1, MaxAttempts: 25, EncodedArgs: []byte(`{"order_id":"A1"}`)},
+		Args:   worker.GatewayCloseArgs{OrderID: "A1"}}
+	var snooze *river.JobSnoozeError
+	require.ErrorAs(t, w.Work(ctx, job), &snooze, "pi_1 is still payable: the job comes back")
+	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts"))
+
+	// pi_1 is closed at the next try; pi_3's money is then recorded.
+	s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "canceled", 1250, "eur", "A1"))
+	require.NoError(t, w.Work(ctx, job))
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_3'"))
 }

@@ -271,9 +271,11 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 		return gateway.CloseResult{}, err
 	}
 	// Every open payment is closed even when the close of another fails:
-	// the buyer must not be left one to pay meanwhile, and a payment found
-	// paid is the answer whatever became of the others (the worker confirms
-	// it; money on one left open comes later as a conflict).
+	// the buyer must not be left one to pay meanwhile. While one is still
+	// open the close is not done, even if another is paid: the worker
+	// would record the paid one and end the job, and the open one would
+	// stay payable for good. The close is tried again later, and the paid
+	// one is the answer once none is left open.
 	var failed []error
 	for i, p := range ps {
 		if !p.closable {
@@ -286,6 +288,9 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 		}
 		ps[i] = closed
 	}
+	if len(failed) > 0 {
+		return gateway.CloseResult{}, closeFailed(failed)
+	}
 	var processing []string
 	for _, p := range ps {
 		if p.status == gateway.StatusPaid {
@@ -294,9 +299,6 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 		if p.processing {
 			processing = append(processing, p.id)
 		}
-	}
-	if len(failed) > 0 {
-		return gateway.CloseResult{}, closeFailed(failed)
 	}
 	if len(processing) > 0 {
 		return gateway.CloseResult{}, fmt.Errorf("payment %s is processing: it can be neither closed nor taken for paid yet: %w",

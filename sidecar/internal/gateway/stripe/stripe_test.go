@@ -524,11 +524,12 @@ func TestCloseRefusedStillOpen(t *testing.T) {
 	require.Equal(t, gateway.CloseClosed, r.Status)
 }
 
-// A close whose payments cannot all be closed still closes the others, and
-// a payment found paid is the answer whatever became of the others. Before,
-// the first close that failed ended the close: the order's other open
-// PaymentIntents stayed payable, and a paid one was not reported, so the
-// order waited, PENDING past its deadline, for the failing close to pass.
+// A close whose payments cannot all be closed still closes the others.
+// Before, the first close that failed ended the close: the order's other
+// open PaymentIntents stayed payable until that one could be closed. A paid
+// one is the answer only once none is left open (a review of the first
+// version, which answered paid at once: the worker recorded it and ended
+// the job, and the open one stayed payable for good).
 func TestCloseClosesTheOthersWhenOneFails(t *testing.T) {
 	t.Parallel()
 	// pi_1 cannot be closed and is still open: the buyer could pay it.
@@ -554,11 +555,18 @@ func TestCloseClosesTheOthersWhenOneFails(t *testing.T) {
 		require.True(t, posted(s, "POST /v1/payment_intents/pi_2/cancel"), "pi_2 closed although pi_1 could not be")
 	})
 
-	t.Run("a paid one is the answer", func(t *testing.T) {
+	t.Run("a paid one is the answer once none is open", func(t *testing.T) {
 		s, url := newScripted(t)
 		refused(s)
 		s.set("GET /v1/payment_intents/pi_3", intent("pi_3", "succeeded", 1250, "eur", "A1"))
-		r, err := newDriver(t, url).Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_3"}})
+		d := newDriver(t, url)
+		r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_3"}})
+		require.ErrorIs(t, err, gateway.ErrUnavailable, "reported %+v while pi_1 is open", r)
+
+		// pi_1 is closed at the next try: the paid one is the answer.
+		s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_payment_method", 1250, "eur", "A1"))
+		s.set("POST /v1/payment_intents/pi_1/cancel", intent("pi_1", "canceled", 1250, "eur", "A1"))
+		r, err = d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_3"}})
 		require.NoError(t, err)
 		require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_3", Amount: "12.50", Currency: "EUR"}, r)
 	})

@@ -1,0 +1,86 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// listing is a gateway whose only answer is its list of payments, oldest
+// first, as the contract says.
+type listing struct {
+	gateway.Gateway
+	all []gateway.Payment
+}
+
+func (g *listing) Payments(_ context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
+	var out []gateway.Payment
+	for _, p := range g.all {
+		if !p.At.Before(since) && len(out) < limit {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// A watermark 800 days old is caught up a year per run, and each run
+// reconciles only its year: the payments of [watermark - overlap, that
+// year's end). Found by a review of the first catch-up: it read and applied
+// everything up to the present while moving the watermark a year, so every
+// later payment was reconciled, and each one that needs a person reported,
+// two or three times.
+func TestReconcileCatchUpReadsOnlyItsYear(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', now() - interval '800 days', now())`)
+	var start time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&start))
+	g := &listing{}
+	for i := range 800 * 3 { // one payment every 8 hours, for orders unknown here
+		g.all = append(g.all, gateway.Payment{PaymentID: fmt.Sprintf("P%d", i), OrderID: fmt.Sprintf("X%d", i),
+			Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: start.Add(time.Duration(i)*8*time.Hour + time.Hour).UTC()})
+	}
+	reported := 0
+	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger(),
+		Reconciled: func(string) { reported++ }}}
+	job := &river.Job[worker.ReconcileArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_reconcile", Attempt: 1, MaxAttempts: 5, EncodedArgs: []byte(`{}`)},
+		Args:   worker.ReconcileArgs{Source: "gateway:list"}}
+
+	watermark := start
+	for run := 1; ; run++ {
+		require.LessOrEqual(t, run, 3, "caught up in three runs")
+		since := watermark.Add(-worker.DefaultReconcileOverlap)
+		reported = 0
+		require.NoError(t, w.Work(ctx, job), "run %d", run)
+		require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&watermark))
+		want := 0
+		for _, p := range g.all {
+			if !p.At.Before(since) && p.At.Before(watermark) {
+				want++
+			}
+		}
+		require.Equal(t, want, reported, "run %d reconciles the payments of [%s, %s) only", run, since, watermark)
+		var behind time.Duration
+		require.NoError(t, db.QueryRow(ctx, "SELECT now() - $1::timestamptz", watermark).Scan(&behind))
+		if behind < time.Hour {
+			break
+		}
+		require.Equal(t, 365*24*time.Hour, watermark.Sub(since), "run %d: a year", run)
+	}
+}
