@@ -38,8 +38,9 @@ DATABASE_URL and dropped at exit), starts the fake payment gateway and the
 sidecar as child processes (logs in a temporary directory), then runs a small
 shop: orders a few times a second, most paid in time, many abandoned and
 cancelled at their deadline, plus a payment the gateway never reports, a
-declined card, a deadline extension and two payments that land after the
-cancel. A progress line follows on stderr; the report on stdout ends with the
+declined card, a deadline extension, two bank transfers that land after the
+cancel and a QR code paid after the cancel whose callback never comes. A
+progress line follows on stderr; the report on stdout ends with the
 money-safety invariants, checked against the database. Ctrl-C stops
 everything. Exit code 1 if an invariant is violated.
 

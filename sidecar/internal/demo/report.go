@@ -230,7 +230,7 @@ func (r *Result) Print(w io.Writer) {
 		by["CANCELLED"]+by["CLOSED"], r.CancelledAtDeadline, r.CancelledAfterCheck)
 	fmt.Fprintf(tw, "  PENDING\t%4d\t\n", by["PENDING"])
 	fmt.Fprintf(tw, "  PAYING\t%4d\t\n", by["PAYING"])
-	fmt.Fprintf(tw, "  cancel lag\t\tp50 %s, p99 %s, max %s over %d timeouts (cancelled_at - cancel_at)",
+	fmt.Fprintf(tw, "  cancel lag\t\tp50 %s, p99 %s, max %s over %d timeouts (cancelled_at - cancel_at; reinstated orders included)",
 		secs(r.LagP50), secs(r.LagP99), secs(r.LagMax), r.Timeouts)
 	if r.CaughtBySweep > 0 {
 		fmt.Fprintf(tw, "; %d caught by the fallback sweep (lost timers)", r.CaughtBySweep)

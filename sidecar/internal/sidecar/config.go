@@ -242,14 +242,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.RescueAfter = cmp.Or(cfg.RescueAfter, DefaultRescueAfter)
 	cfg.ConflictRescan = cmp.Or(cfg.ConflictRescan, DefaultConflictRescan)
 	if cfg.RescueAfter < cfg.JobTimeout {
-		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck", cfg.RescueAfter, cfg.JobTimeout)
+		return Config{}, fmt.Errorf("rescue-after (%s) must be at least job-timeout (%s): a job still within its timeout is not stuck (--rescue-after, --job-timeout)", cfg.RescueAfter, cfg.JobTimeout)
 	}
 	if cfg.RescueAfter < time.Second || cfg.RescueAfter > 24*time.Hour {
-		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s", cfg.RescueAfter)
+		return Config{}, fmt.Errorf("rescue-after must be between 1s and 24h, got %s (--rescue-after)", cfg.RescueAfter)
 	}
 	cfg.JobRetention = cmp.Or(cfg.JobRetention, DefaultJobRetention)
 	if cfg.JobRetention < time.Minute || cfg.JobRetention > 30*24*time.Hour {
-		return Config{}, fmt.Errorf("job-retention must be between 1m and 720h, got %s", cfg.JobRetention)
+		return Config{}, fmt.Errorf("job-retention must be between 1m and 720h, got %s (--job-retention)", cfg.JobRetention)
 	}
 	if err := checkRetention(&cfg); err != nil {
 		return Config{}, err
