@@ -11,7 +11,7 @@ help: ## List the targets
 
 .PHONY: build
 build: ## Build the sidecar into bin/ordertimeout and the fake payment gateway into bin/ordertimeout-fakegateway
-	$(GO) build -o bin/ordertimeout ./sidecar/cmd/ordertimeout
+	$(GO) build -buildvcs=auto -o bin/ordertimeout ./sidecar/cmd/ordertimeout
 	$(GO) build -o bin/ordertimeout-fakegateway ./sidecar/cmd/ordertimeout-fakegateway
 
 # DEMO_FLAGS go to the demo driver, e.g. make demo DEMO_FLAGS='--keep --duration 30s'

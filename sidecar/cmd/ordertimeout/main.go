@@ -46,6 +46,7 @@ Subcommands:
   pause        stop every timeout cancel (an incident at the gateway) until resume
   resume       let timeout cancels go on; the backlog drains at once
   reconcile    reconcile a file of the gateway's transactions (CSV, WeChat Pay bill)
+  version      print the build and the newest migration embedded (also --version)
   help         print this help
 
 Run 'ordertimeout <subcommand> --help' for the flags of a subcommand.
@@ -57,6 +58,9 @@ func realMain(ctx context.Context, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 		fmt.Print(usage)
 		return flag.ErrHelp
+	}
+	if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
+		args[0] = "version"
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -74,6 +78,8 @@ func realMain(ctx context.Context, args []string) error {
 		return pauseCmd(ctx, args, false)
 	case "reconcile":
 		return reconcileCmd(ctx, args, os.Stdout)
+	case "version":
+		return versionCmd(args, os.Stdout)
 	case "help":
 		fmt.Print(usage)
 		return nil
