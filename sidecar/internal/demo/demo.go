@@ -36,7 +36,7 @@ import (
 // intro says what is about to happen; its verbs take the run's length and
 // the deadlines.
 const intro = `
-ordertimeout demo: a small web shop on PostgreSQL for %s.
+ordertimeout demo: a small web shop on PostgreSQL for at most %s.
 Every order reserves stock (some also a coupon or loyalty points) and must be
 paid within %s. %s later (the grace for callbacks in flight) the sidecar
 cancels it and gives everything back, exactly once. Most buyers pay in time,
