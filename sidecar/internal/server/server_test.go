@@ -392,9 +392,27 @@ func TestDatabasePagesServeFewAtOnce(t *testing.T) {
 // and two such clients shut everyone out of the console and River's UI.
 func TestASlowReaderDoesNotHoldATurn(t *testing.T) {
 	t.Parallel()
-	page := strings.Repeat("0123456789abcdef", 8<<10) // 128 KiB: more than the two small sockets hold
-	var entered atomic.Int32
 	s := &server.Server{DBRequests: 1, DBWait: 500 * time.Millisecond}
+	addr, entered := pageServer(t, s)
+	slow := slowClient(t, addr)
+	waitEntered(t, entered, 1)
+
+	code, body := do(t, addr, request{method: http.MethodGet, path: "/console/"})
+	require.Equal(t, http.StatusOK, code, "served while the slow client has not read its answer")
+	require.Equal(t, page, body)
+	require.Equal(t, page, readWhole(t, slow), "the slow client's answer is whole")
+}
+
+// page is the console page of pageServer: 128 KiB, more than the two small
+// sockets of slowClient hold.
+var page = strings.Repeat("0123456789abcdef", 8<<10)
+
+// pageServer starts s with a console that answers page, on connections
+// whose send buffer is small, and returns its address and how many
+// requests reached the console.
+func pageServer(t *testing.T, s *server.Server) (string, *atomic.Int32) {
+	t.Helper()
+	var entered atomic.Int32
 	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		entered.Add(1)
 		_, _ = w.Write([]byte(page))
@@ -405,34 +423,46 @@ func TestASlowReaderDoesNotHoldATurn(t *testing.T) {
 		}
 	})
 	addr, _ := start(t, s)
+	return addr, &entered
+}
 
-	slow, err := net.Dial("tcp", addr)
+// slowClient asks addr for /console/ on a connection with a small receive
+// buffer, and does not read the answer.
+func slowClient(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = slow.Close() })
-	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(4096))
-	_, err = slow.Write([]byte("GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = c.Write([]byte("GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
 	require.NoError(t, err)
+	return c
+}
+
+// waitEntered waits, up to 10 s, for n requests to have reached the console.
+func waitEntered(t *testing.T, entered *atomic.Int32, n int32) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for entered.Load() < 1 {
-		require.True(t, time.Now().Before(deadline), "the slow client's request reaches the console")
+	for entered.Load() < n {
+		require.True(t, time.Now().Before(deadline), "request %d reaches the console", n)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
 
-	code, body := do(t, addr, request{method: http.MethodGet, path: "/console/"})
-	require.Equal(t, http.StatusOK, code, "served while the slow client has not read its answer")
-	require.Len(t, body, len(page))
-
-	// The slow client's answer is whole (read with a larger buffer: with
-	// both buffers this small, each segment waits for a delayed ACK).
-	require.NoError(t, slow.(*net.TCPConn).SetReadBuffer(1<<20))
-	require.NoError(t, slow.SetReadDeadline(time.Now().Add(20*time.Second)))
-	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+// readWhole reads the answer on c (with a larger buffer: with both buffers
+// this small, each segment waits for a delayed ACK) and returns its body,
+// which must come with 200.
+func readWhole(t *testing.T, c net.Conn) string {
+	t.Helper()
+	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(1<<20))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	require.NoError(t, err)
 	got, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, page, string(got))
+	return string(got)
 }
 
 // River UI's page and scripts are files in the binary: they are served
@@ -479,57 +509,23 @@ func TestRiverUIFilesNeedNoTurn(t *testing.T) {
 // held 217 MiB.
 func TestHeldAnswersHaveABudget(t *testing.T) {
 	t.Parallel()
-	page := strings.Repeat("0123456789abcdef", 8<<10) // 128 KiB
-	var entered atomic.Int32
 	s := &server.Server{DBRequests: 1, DBWait: 300 * time.Millisecond, HeldBytes: 200 << 10}
-	s.Console = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		entered.Add(1)
-		_, _ = w.Write([]byte(page))
-	})
-	s.SetConnHook(func(c net.Conn, state http.ConnState) {
-		if tc, ok := c.(*net.TCPConn); ok && state == http.StateNew {
-			_ = tc.SetWriteBuffer(4096)
-		}
-	})
-	addr, _ := start(t, s)
-	slowly := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
-		_, err = c.Write([]byte("GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
-		require.NoError(t, err)
-		return c
-	}
-	waitEntered := func(n int32) {
-		deadline := time.Now().Add(10 * time.Second)
-		for entered.Load() < n {
-			require.True(t, time.Now().Before(deadline), "request %d reaches the console", n)
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	addr, entered := pageServer(t, s)
 
-	first := slowly()
-	waitEntered(1)
+	first := slowClient(t, addr)
+	waitEntered(t, entered, 1)
 	code, _ := do(t, addr, request{method: http.MethodGet, path: "/console/"})
 	require.Equal(t, http.StatusOK, code, "the first slow answer is held: its turn is free")
 	require.EqualValues(t, len(page), s.Held())
 
-	second := slowly()
-	waitEntered(3)
+	second := slowClient(t, addr)
+	waitEntered(t, entered, 3)
 	code, _ = do(t, addr, request{method: http.MethodGet, path: "/console/"})
 	require.Equal(t, http.StatusServiceUnavailable, code, "the second is past the budget: sent as written, it keeps its turn")
 	require.EqualValues(t, len(page), s.Held(), "held: the first answer only")
 
 	for _, c := range []net.Conn{first, second} {
-		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(1<<20))
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Equal(t, page, string(got), "the answer is whole")
+		require.Equal(t, page, readWhole(t, c), "the answer is whole")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for s.Held() != 0 {
