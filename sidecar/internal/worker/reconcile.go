@@ -142,6 +142,17 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			ts = append(ts, reconcile.Transaction{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
 				Currency: p.Currency, Status: p.Status, At: p.At})
 		}
+		// At most MaxRows a call, whichever page brought them: the period
+		// then ends at the last one applied, and the next run goes on from
+		// there. (Checked after the last page too: a period that ends on the
+		// page that passes MaxRows was refused whole, every run.)
+		if len(ts) >= reconcile.MaxRows {
+			ts = ts[:reconcile.MaxRows]
+			if last := ts[len(ts)-1].At; last.After(since) && last.Before(end) {
+				end = last
+			}
+			break
+		}
 		if len(page) < reconcilePage || ended {
 			break
 		}
@@ -153,13 +164,6 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 			// contract's "has_more page that brings nothing new").
 			return retry(ctx, w.Deps, job, false, fmt.Errorf("reconcile %s: more than %d transactions at %s: the list cannot be paged past them: %w",
 				source, reconcilePage, cursor.Format(time.RFC3339Nano), gateway.ErrBadAnswer))
-		}
-		if len(ts) >= reconcile.MaxRows {
-			ts = ts[:reconcile.MaxRows]
-			if last := ts[len(ts)-1].At; last.After(since) && last.Before(end) {
-				end = last
-			}
-			break
 		}
 		cursor = page[len(page)-1].At
 	}

@@ -84,3 +84,49 @@ func TestReconcileCatchUpReadsOnlyItsYear(t *testing.T) {
 		require.Equal(t, 365*24*time.Hour, watermark.Sub(since), "run %d: a year", run)
 	}
 }
+
+// A year of catching up that holds more than MaxRows payments is applied
+// MaxRows at a time, each run ending its period at the last one applied.
+// Found by a review: when the page that passed MaxRows was also the one that
+// reached the year's end, the run sent every row read and was refused whole
+// ("at most 100000 per call"), and every later run read the same pages:
+// the source's reconciliation stopped for good.
+func TestReconcileTakesAtMostMaxRowsAcrossTheEndOfItsYear(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', now() - interval '800 days', now())`)
+	var start time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&start))
+	since := start.Add(-worker.DefaultReconcileOverlap)
+	const inYear = 100500 // the 100,001st is on the page that reaches the year's end
+	step := 365 * 24 * time.Hour / (inYear + 1)
+	g := &listing{}
+	for i := range inYear + 2000 {
+		g.all = append(g.all, gateway.Payment{PaymentID: fmt.Sprintf("P%d", i), OrderID: fmt.Sprintf("X%d", i),
+			Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: since.Add(time.Duration(i+1) * step).UTC()})
+	}
+	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger()}}
+	job := &river.Job[worker.ReconcileArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_reconcile", Attempt: 1, MaxAttempts: 5, EncodedArgs: []byte(`{}`)},
+		Args:   worker.ReconcileArgs{Source: "gateway:list"}}
+
+	require.NoError(t, w.Work(ctx, job), "run 1")
+	var watermark time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&watermark))
+	require.True(t, watermark.Equal(g.all[99999].At), "run 1 ends at the 100,000th payment: %s, not %s", watermark, g.all[99999].At)
+	for run := 2; ; run++ {
+		require.LessOrEqual(t, run, 4, "caught up")
+		before := watermark
+		require.NoError(t, w.Work(ctx, job), "run %d", run)
+		require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&watermark))
+		require.True(t, watermark.After(before), "run %d moves the watermark", run)
+		var behind time.Duration
+		require.NoError(t, db.QueryRow(ctx, "SELECT now() - $1::timestamptz", watermark).Scan(&behind))
+		if behind < time.Hour {
+			break
+		}
+	}
+}
