@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -12,6 +13,13 @@ import (
 // migration embedded: the schema version `migrate up` brings a database to,
 // and the one this sidecar expects.
 func versionCmd(args []string, out io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		_, err := fmt.Fprint(out, "Usage: ordertimeout version (or ordertimeout --version)\n\nPrints the build (module version, commit, Go) and the newest migration embedded.\n")
+		if err != nil {
+			return err
+		}
+		return flag.ErrHelp
+	}
 	if len(args) > 0 {
 		return fmt.Errorf("version takes no arguments, got %d", len(args))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"path/filepath"
 	"testing"
 
@@ -23,5 +24,8 @@ func TestVersionNamesTheNewestMigration(t *testing.T) {
 	require.Contains(t, out.String(), "migrations embedded up to "+newest+"\n")
 	require.Regexp(t, `^ordertimeout \S+\ncommit \S+`, out.String())
 	require.ErrorContains(t, versionCmd([]string{"extra"}, &out), "version takes no arguments")
+	out.Reset()
+	require.ErrorIs(t, versionCmd([]string{"--help"}, &out), flag.ErrHelp)
+	require.Contains(t, out.String(), "Usage: ordertimeout version")
 	require.NoError(t, realMain(context.Background(), []string{"--version"}), "--version is the version subcommand")
 }
