@@ -90,8 +90,14 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.ReconcileOverlap, "reconcile-overlap", worker.DefaultReconcileOverlap, "each reconciliation asks again from this long before the watermark (late or skewed gateway timestamps); at most 24h (0: the default)")
 	f.Duration(&cfg.ReconcileLookback, "reconcile-lookback", worker.DefaultReconcileLookback, "how far back the first reconciliation of a source asks; at most 8760h (365 days; 0: the default)")
 	log.AddFlags(f)
+	var showVersion bool
+	f.Bool(&showVersion, "version", false, "print the version (as 'ordertimeout version') and exit")
+	f.CommandLineOnly("version")
 	if err := f.Parse(args, os.Getenv); err != nil {
 		return err
+	}
+	if showVersion {
+		return versionCmd(nil, os.Stdout)
 	}
 	switch {
 	case gatewayRetries <= 0:

@@ -28,4 +28,6 @@ func TestVersionNamesTheNewestMigration(t *testing.T) {
 	require.ErrorIs(t, versionCmd([]string{"--help"}, &out), flag.ErrHelp)
 	require.Contains(t, out.String(), "Usage: ordertimeout version")
 	require.NoError(t, realMain(context.Background(), []string{"--version"}), "--version is the version subcommand")
+	require.NoError(t, realMain(context.Background(), []string{"--http", "-", "--version"}), "and a flag of run")
+	require.NoError(t, realMain(context.Background(), []string{"run", "--version"}))
 }
