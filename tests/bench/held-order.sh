@@ -24,13 +24,12 @@ git rev-parse --verify --quiet "$rev^{commit}" >/dev/null || die "unknown revisi
 ensure_migrate
 
 private_cluster held-order
-cleanup_cluster="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
 holder_pid='' sidecar_pid=''
 cleanup() {
 	[[ -n $sidecar_pid ]] && kill "$sidecar_pid" 2>/dev/null && wait "$sidecar_pid" 2>/dev/null
 	[[ -n $holder_pid ]] && kill "$holder_pid" 2>/dev/null # its backend ends with the server
 	git worktree remove --force "$dir/src" >/dev/null 2>&1 || true
-	eval "$cleanup_cluster"
+	stop_cluster
 }
 trap cleanup EXIT
 if ((EUID == 0)); then chmod 777 "$dir"; fi

@@ -142,19 +142,25 @@ sidecar_at() {
 # directory (tests/bench/callgrind-*.sh). It sets dir (the directory; the
 # cluster is $dir/data), port, url (postgres://postgres@127.0.0.1:port, no
 # database) and as_pg (the prefix that runs a command as postgres when this
-# script runs as root), and sets an EXIT trap that stops the server and
-# removes dir.
+# script runs as root), and sets stop_cluster as the EXIT trap (a script
+# with an EXIT trap of its own calls stop_cluster from it, last).
 private_cluster() {
 	as_pg=()
 	if ((EUID == 0)); then
 		as_pg=(runuser -u postgres --)
 	fi
 	dir="$(mktemp -d -t "$1.XXXXXX")"
-	trap '"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+	trap stop_cluster EXIT
 	if ((EUID == 0)); then chown postgres: "$dir"; fi
 	"${as_pg[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >"$dir/initdb.log"
 	port=$((20000 + RANDOM % 40000))
 	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
 		-o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir'" start >/dev/null
 	url="postgres://postgres@127.0.0.1:$port"
+}
+
+# stop_cluster stops private_cluster's server and removes its directory.
+stop_cluster() {
+	"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$dir"
 }
