@@ -355,11 +355,7 @@ func TestDatabasePagesServeFewAtOnce(t *testing.T) {
 	})
 	addr, _ := start(t, s)
 	slow := []net.Conn{raw(t, addr, "/console/"), raw(t, addr, "/console/riverui-like")}
-	deadline := time.Now().Add(10 * time.Second)
-	for inside.Load() < 2 {
-		require.True(t, time.Now().Before(deadline), "two console requests reach the console")
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitEntered(t, &inside, 2)
 
 	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/console/", nil)
 	require.NoError(t, err)
@@ -479,11 +475,7 @@ func TestRiverUIFilesNeedNoTurn(t *testing.T) {
 	})
 	addr, reached := start(t, s)
 	busy := raw(t, addr, "/console/")
-	deadline := time.Now().Add(10 * time.Second)
-	for inside.Load() < 1 {
-		require.True(t, time.Now().Before(deadline), "the console request takes the turn")
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitEntered(t, &inside, 1)
 
 	code, _ := do(t, addr, request{method: http.MethodGet, path: "/riverui/assets/main.js"})
 	require.Equal(t, http.StatusOK, code, "a file of the UI needs no turn")

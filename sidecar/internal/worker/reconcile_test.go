@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -35,6 +36,26 @@ func (g *listing) Payments(_ context.Context, since time.Time, limit int) ([]gat
 	return out, nil
 }
 
+// oldWatermark returns a migrated database whose source gateway:list has a
+// watermark 800 days old, and that watermark.
+func oldWatermark(t *testing.T) (*pgxpool.Pool, time.Time) {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', now() - interval '800 days', now())`)
+	var start time.Time
+	require.NoError(t, db.QueryRow(context.Background(), "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&start))
+	return db, start
+}
+
+// listJob is a first attempt of the reconciliation of gateway:list.
+func listJob() *river.Job[worker.ReconcileArgs] {
+	return &river.Job[worker.ReconcileArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_reconcile", Attempt: 1, MaxAttempts: 5, EncodedArgs: []byte(`{}`)},
+		Args:   worker.ReconcileArgs{Source: "gateway:list"}}
+}
+
 // A watermark 800 days old is caught up a year per run, and each run
 // reconciles only its year: the payments of [watermark - overlap, that
 // year's end). Found by a review of the first catch-up: it read and applied
@@ -44,12 +65,7 @@ func (g *listing) Payments(_ context.Context, since time.Time, limit int) ([]gat
 func TestReconcileCatchUpReadsOnlyItsYear(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.NewPool(t)
-	sidecartest.Setup(t, db)
-	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
-		VALUES ('gateway:list', now() - interval '800 days', now())`)
-	var start time.Time
-	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&start))
+	db, start := oldWatermark(t)
 	g := &listing{}
 	for i := range 800 * 3 { // one payment every 8 hours, for orders unknown here
 		g.all = append(g.all, gateway.Payment{PaymentID: fmt.Sprintf("P%d", i), OrderID: fmt.Sprintf("X%d", i),
@@ -58,9 +74,7 @@ func TestReconcileCatchUpReadsOnlyItsYear(t *testing.T) {
 	reported := 0
 	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger(),
 		Reconciled: func(string) { reported++ }}}
-	job := &river.Job[worker.ReconcileArgs]{
-		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_reconcile", Attempt: 1, MaxAttempts: 5, EncodedArgs: []byte(`{}`)},
-		Args:   worker.ReconcileArgs{Source: "gateway:list"}}
+	job := listJob()
 
 	watermark := start
 	for run := 1; ; run++ {
@@ -94,12 +108,7 @@ func TestReconcileCatchUpReadsOnlyItsYear(t *testing.T) {
 func TestReconcileTakesAtMostMaxRowsAcrossTheEndOfItsYear(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.NewPool(t)
-	sidecartest.Setup(t, db)
-	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
-		VALUES ('gateway:list', now() - interval '800 days', now())`)
-	var start time.Time
-	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&start))
+	db, start := oldWatermark(t)
 	since := start.Add(-worker.DefaultReconcileOverlap)
 	const inYear = 100500 // the 100,001st is on the page that reaches the year's end
 	step := 365 * 24 * time.Hour / (inYear + 1)
@@ -109,9 +118,7 @@ func TestReconcileTakesAtMostMaxRowsAcrossTheEndOfItsYear(t *testing.T) {
 			Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: since.Add(time.Duration(i+1) * step).UTC()})
 	}
 	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger()}}
-	job := &river.Job[worker.ReconcileArgs]{
-		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_reconcile", Attempt: 1, MaxAttempts: 5, EncodedArgs: []byte(`{}`)},
-		Args:   worker.ReconcileArgs{Source: "gateway:list"}}
+	job := listJob()
 
 	require.NoError(t, w.Work(ctx, job), "run 1")
 	var watermark time.Time
