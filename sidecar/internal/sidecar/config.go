@@ -164,11 +164,9 @@ type Config struct {
 // reconciliation.
 const DefaultReconcileEvery = time.Minute
 
-// The longest --reconcile-lookback and --reconcile-overlap (checkReconcile).
-const (
-	MaxReconcileLookback = 365 * 24 * time.Hour
-	MaxReconcileOverlap  = 24 * time.Hour
-)
+// MaxReconcileOverlap is the longest --reconcile-overlap (checkReconcile);
+// the longest --reconcile-lookback is worker.MaxReconcilePeriod.
+const MaxReconcileOverlap = 24 * time.Hour
 
 // DefaultName returns "<hostname>-<pid>".
 func DefaultName() string {
@@ -269,9 +267,9 @@ func checkReconcile(cfg Config) error {
 	if cfg.ReconcileEvery != 0 && (cfg.ReconcileEvery < 100*time.Millisecond || cfg.ReconcileEvery > 24*time.Hour) {
 		return fmt.Errorf("reconcile-every must be 0 (off) or between 100ms and 24h, got %s (--reconcile-every)", cfg.ReconcileEvery)
 	}
-	if cfg.ReconcileLookback > MaxReconcileLookback {
+	if cfg.ReconcileLookback > worker.MaxReconcilePeriod {
 		return fmt.Errorf("reconcile-lookback must be at most %s (365 days: reconcile_payments takes periods of at most 400 days), got %s (--reconcile-lookback)",
-			MaxReconcileLookback, cfg.ReconcileLookback)
+			worker.MaxReconcilePeriod, cfg.ReconcileLookback)
 	}
 	if cfg.ReconcileOverlap > MaxReconcileOverlap {
 		return fmt.Errorf("reconcile-overlap must be at most %s, got %s (--reconcile-overlap)", MaxReconcileOverlap, cfg.ReconcileOverlap)

@@ -26,12 +26,12 @@ const (
 	DefaultReconcileLookback = 24 * time.Hour
 	// reconcilePage is the limit of each gateway call.
 	reconcilePage = gateway.MaxPaymentsLimit
-	// maxReconcilePeriod is the longest period one run reconciles:
-	// reconcile_payments takes at most 400 days (OT172). A watermark older
-	// than that (the reconciliation was off for long) is caught up one such
-	// period per run, the watermark moving to each period's end, instead of
-	// every run failing.
-	maxReconcilePeriod = 365 * 24 * time.Hour
+	// MaxReconcilePeriod is the longest period one run reconciles, and the
+	// longest lookback of a first run: reconcile_payments takes at most 400
+	// days (OT172). A watermark older than that (the reconciliation was off
+	// for long) is caught up one such period per run, the watermark moving
+	// to each period's end, instead of every run failing.
+	MaxReconcilePeriod = 365 * 24 * time.Hour
 )
 
 // ReconcileArgs reconciles the gateway's payments since the watermark of
@@ -92,10 +92,10 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		w.outcome(job.Kind, "nothing")
 		return nil
 	}
-	if end.Sub(since) > maxReconcilePeriod {
+	if end.Sub(since) > MaxReconcilePeriod {
 		w.Logger.Warn("reconcile: the watermark is more than a year old; catching up one year per run",
-			"kind", job.Kind, "source", source, "since", since, "until", since.Add(maxReconcilePeriod), "now", end)
-		end = since.Add(maxReconcilePeriod)
+			"kind", job.Kind, "source", source, "since", since, "until", since.Add(MaxReconcilePeriod), "now", end)
+		end = since.Add(MaxReconcilePeriod)
 	}
 
 	// Read every page; stop at reconcile.MaxRows, ending the period at the
