@@ -11,8 +11,16 @@
 #
 # Usage (from the repository root): tests/bench/callgrind-drain.sh [OUT]
 #   OUT: where to copy the three-call profile (default .cache/callgrind-drain.out).
+# Environment:
+#   CALLGRIND_PATCH  a SQL file run on the database after its migrations, as in
+#                    callgrind-create.sh: the cost of a change tried by hand.
 # Needs valgrind and the migrate CLI (built into .cache/bin by ensure_migrate).
 set -euo pipefail
+patch="${CALLGRIND_PATCH:-}"
+if [[ -n $patch ]]; then
+	[[ -f $patch && -r $patch ]] || { echo "callgrind-drain.sh: CALLGRIND_PATCH=$patch is not a readable file" >&2; exit 2; }
+	patch="$(realpath -- "$patch")"
+fi
 # shellcheck source=tests/lib/pg.sh
 source "$(dirname "$0")/../lib/pg.sh"
 cd "$ROOT"
@@ -24,6 +32,9 @@ private_cluster callgrind-drain
 psql=("$(pgtool psql)" -X -q -v ON_ERROR_STOP=1)
 "${psql[@]}" "$url/postgres" -c "CREATE DATABASE drain"
 run_quiet "$MIGRATE" -path migrations -database "pgx5://postgres@127.0.0.1:$port/drain" up
+if [[ -n $patch ]]; then
+	"${psql[@]}" "$url/drain" -f "$patch" >/dev/null
+fi
 "${psql[@]}" "$url/drain" -c "SELECT ordertimeout.put_stock(format('sku-%s', lpad(n::text, 3, '0')), 1000000000) FROM generate_series(1, 100) AS n" >/dev/null
 # No grace: an order is due as soon as its 1 ms timeout has passed.
 "${psql[@]}" "$url/drain" -c "SELECT ordertimeout.configure(grace => interval '0')" >/dev/null
@@ -47,6 +58,6 @@ for n in 1 3; do
 	total[$n]="$(sed -n 's/^summary: //p' "$dir/cg$n.out")"
 done
 cp "$dir/cg3.out" "$out"
-printf 'sweep_due(1000), a full batch of the drain: %d instructions per batch, %d per cancelled order\n' \
-	$(((total[3] - total[1]) / 2)) $(((total[3] - total[1]) / 2000))
+printf 'sweep_due(1000), a full batch of the drain%s: %d instructions per batch, %d per cancelled order\n' \
+	"${patch:+, patched}" $(((total[3] - total[1]) / 2)) $(((total[3] - total[1]) / 2000))
 printf 'profile of three batches: %s (callgrind_annotate --inclusive=yes %s)\n' "$out" "$out"
