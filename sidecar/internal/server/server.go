@@ -244,7 +244,9 @@ func (s *Server) limitDB(next http.Handler) http.Handler {
 
 // heldAnswer keeps an answer in memory up to maxHeldAnswer bytes, and while
 // the answers held by all connections (total) stay within budget; then it
-// sends what it holds and the rest as it comes.
+// sends what it holds and the rest as it comes. The budget is charged with
+// the memory of body (its capacity, which grows here rather than in append,
+// so that the charge is what was allocated), not only the bytes written.
 type heldAnswer struct {
 	w       http.ResponseWriter
 	code    int
@@ -256,7 +258,7 @@ type heldAnswer struct {
 
 // release gives back the bytes held to the budget.
 func (h *heldAnswer) release() {
-	h.total.Add(-int64(len(h.body)))
+	h.total.Add(-int64(cap(h.body)))
 	h.body = nil
 }
 
@@ -272,12 +274,20 @@ func (h *heldAnswer) Write(p []byte) (int, error) {
 	if h.code == 0 {
 		h.code = http.StatusOK
 	}
-	if !h.sending && len(h.body)+len(p) <= maxHeldAnswer {
-		if h.total.Add(int64(len(p))) <= h.budget {
+	if need := len(h.body) + len(p); !h.sending && need <= maxHeldAnswer {
+		if need <= cap(h.body) {
 			h.body = append(h.body, p...)
 			return len(p), nil
 		}
-		h.total.Add(-int64(len(p)))
+		grown := max(need, min(2*cap(h.body), maxHeldAnswer))
+		more := int64(grown - cap(h.body))
+		if h.total.Add(more) <= h.budget {
+			body := make([]byte, len(h.body), grown)
+			copy(body, h.body)
+			h.body = append(body, p...)
+			return len(p), nil
+		}
+		h.total.Add(-more)
 	}
 	if !h.sending {
 		h.sending = true
