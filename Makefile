@@ -15,12 +15,17 @@ build: ## Build the sidecar into bin/ordertimeout and the fake payment gateway i
 	$(GO) build -o bin/ordertimeout-fakegateway ./sidecar/cmd/ordertimeout-fakegateway
 
 # DEMO_FLAGS go to the demo driver, e.g. make demo DEMO_FLAGS='--keep --duration 30s'
-# (make demo DEMO_FLAGS=--help lists them). The demo needs only the server:
-# WITHPG_DEPS=server installs nothing the tests alone need.
+# (make demo DEMO_FLAGS=--help lists them, without starting a server). The
+# demo needs only the server: WITHPG_DEPS=server installs nothing the tests
+# alone need.
 .PHONY: demo
 demo: build ## Run the whole lifecycle on a private PostgreSQL in about a minute
 	$(GO) build -o bin/ordertimeout-demo ./sidecar/cmd/ordertimeout-demo
-	WITHPG_DEPS=server $(WITHPG) bin/ordertimeout-demo $(DEMO_FLAGS)
+	@case " $(DEMO_FLAGS) " in \
+	*" -h "* | *" -help "* | *" --help "*) bin/ordertimeout-demo $(DEMO_FLAGS) ;; \
+	*) echo 'WITHPG_DEPS=server $(WITHPG) bin/ordertimeout-demo $(DEMO_FLAGS)'; \
+	   WITHPG_DEPS=server $(WITHPG) bin/ordertimeout-demo $(DEMO_FLAGS) ;; \
+	esac
 
 # BENCH_FLAGS go to the benchmark, e.g. make bench BENCH_FLAGS='--scenarios drain --runs 5'
 # (bin/ordertimeout-bench --help lists them). JSON lines go to stdout and
