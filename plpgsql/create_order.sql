@@ -119,13 +119,8 @@ BEGIN
     -- client serves; sweep_due claims it once cancel_at has come.
     PERFORM ordertimeout._schedule_timer(v_job_id, create_order.order_id, 1, v_cancel);
 
-    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL
-       AND v_expire - v_settings.remind_before > v_now THEN
-        PERFORM ordertimeout._insert_job(
-            'ordertimeout_webhook',
-            jsonb_build_object('order_id', create_order.order_id, 'reminder', 'expiring_soon', 'version', 1),
-            'ordertimeout',
-            v_expire - v_settings.remind_before);
+    IF v_settings.webhooks AND v_settings.remind_before IS NOT NULL THEN
+        PERFORM ordertimeout._schedule_reminder(create_order.order_id, 1, v_expire, v_settings.remind_before, v_now);
     END IF;
 
     v_event_id := ordertimeout._log_event(create_order.order_id, NULL, 'PENDING', 'requested', v_now);

@@ -47,6 +47,10 @@ BEGIN
 
     PERFORM ordertimeout._schedule_timer(v_job_id, extend_deadline.order_id, v_version, v_cancel);
     PERFORM ordertimeout._drop_timer(v_timer);
+    -- The reminder of the old version is moot now: one for the new expiry.
+    PERFORM ordertimeout._schedule_reminder(extend_deadline.order_id, v_version, v_expire, s.remind_before, v_now)
+    FROM ordertimeout.settings AS s
+    WHERE s.webhooks;
     PERFORM ordertimeout._log_event(extend_deadline.order_id, 'PENDING', 'PENDING', 'requested', v_now,
         jsonb_build_object('extended_by_seconds', extract(epoch FROM extend_deadline.by), 'expire_at', v_expire));
     PERFORM ordertimeout._wake_if_sooner(v_cancel);

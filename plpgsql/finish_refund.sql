@@ -13,6 +13,8 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_conflict ordertimeout.conflicts;
     v_status   text;
+    v_other    bigint;
+    v_other_payment text;
 BEGIN
     IF finish_refund.conflict_id IS NULL THEN
         RAISE EXCEPTION 'conflict_id must not be null'
@@ -56,6 +58,20 @@ BEGIN
             USING ERRCODE = 'OT135';
     END IF;
 
+    -- One refund gives back one payment: a refund_id recorded for another
+    -- conflict means the gateway answered two payments with the same refund,
+    -- and at most one of them was refunded. Refused (OT177), nothing written;
+    -- the conflict stays refunding for a person. Two calls at once with the
+    -- same refund_id meet at conflicts_one_per_refund.
+    SELECT c.conflict_id, c.payment_id INTO v_other, v_other_payment
+    FROM ordertimeout.conflicts AS c
+    WHERE c.refund_id = finish_refund.refund_id
+      AND c.conflict_id <> finish_refund.conflict_id;
+    IF FOUND THEN
+        PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
+                                                finish_refund.refund_id, v_other, v_other_payment);
+    END IF;
+
     SELECT o.status INTO v_status
     FROM ordertimeout.orders AS o
     WHERE o.order_id = v_conflict.order_id
@@ -64,13 +80,22 @@ BEGIN
     UPDATE ordertimeout.payments AS p
     SET status = 'refunded'
     WHERE p.payment_id = v_conflict.payment_id;
-    UPDATE ordertimeout.conflicts AS c
-    SET state = 'resolved',
-        resolution = 'refunded',
-        resolved_at = v_now,
-        resolved_by = ordertimeout._actor(),
-        refund_id = finish_refund.refund_id
-    WHERE c.conflict_id = finish_refund.conflict_id;
+    BEGIN
+        UPDATE ordertimeout.conflicts AS c
+        SET state = 'resolved',
+            resolution = 'refunded',
+            resolved_at = v_now,
+            resolved_by = ordertimeout._actor(),
+            refund_id = finish_refund.refund_id
+        WHERE c.conflict_id = finish_refund.conflict_id;
+    EXCEPTION
+        WHEN unique_violation THEN
+            SELECT c.conflict_id, c.payment_id INTO v_other, v_other_payment
+            FROM ordertimeout.conflicts AS c
+            WHERE c.refund_id = finish_refund.refund_id;
+            PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
+                                                    finish_refund.refund_id, v_other, v_other_payment);
+    END;
     PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
         jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunded',
                            'payment_id', v_conflict.payment_id, 'refund_id', finish_refund.refund_id),

@@ -71,6 +71,36 @@ BEGIN
 END
 $$;
 
+-- Writes the expiring-soon reminder (a webhook) of an order's deadline
+-- version, due remind_before its expire_at, when that moment is still to
+-- come; none when remind_before is NULL. The webhook worker sends it only if
+-- the order is still PENDING at that version, so every change that gives a
+-- PENDING order a new version (create_order, extend_deadline, a failed
+-- payment's return to PENDING) writes the reminder of the new one.
+CREATE FUNCTION ordertimeout._schedule_reminder(
+    order_id      text,
+    version       integer,
+    expire_at     timestamptz,
+    remind_before interval,
+    at            timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF _schedule_reminder.remind_before IS NOT NULL
+       AND _schedule_reminder.expire_at - _schedule_reminder.remind_before > _schedule_reminder.at THEN
+        PERFORM ordertimeout._insert_job(
+            'ordertimeout_webhook',
+            jsonb_build_object('order_id', _schedule_reminder.order_id, 'reminder', 'expiring_soon',
+                               'version', _schedule_reminder.version),
+            'ordertimeout',
+            _schedule_reminder.expire_at - _schedule_reminder.remind_before);
+    END IF;
+END
+$$;
+
 -- Inserts a River job row and returns its id. Rows in queue
 -- ordertimeout_expire are timers claimed by sweep_due; rows in queue
 -- ordertimeout are worked by the sidecar's River client.

@@ -41,6 +41,7 @@ DECLARE
     v_detail     jsonb;
     v_order      ordertimeout.orders;
     v_event_id   bigint;
+    v_purged     ordertimeout.purged_payments;
 BEGIN
     -- Each check helper runs only when its argument fails the quick test
     -- (see plpgsql/checks.sql), and raises the error naming the field.
@@ -70,7 +71,18 @@ BEGIN
     SELECT p.order_id, p.status, p.amount, p.currency INTO v_pay_order, v_pay_status, v_pay_amount, v_pay_cur
     FROM ordertimeout.payments AS p
     WHERE p.payment_id = _confirm_payment.payment_id;
-    IF FOUND AND v_pay_order <> _confirm_payment.order_id THEN
+    IF NOT FOUND THEN
+        -- A payment of an order that purge_orders deleted: its order id may
+        -- have been given to a new order since, which this money is not for.
+        SELECT g.* INTO v_purged
+        FROM ordertimeout.purged_payments AS g
+        WHERE g.payment_id = _confirm_payment.payment_id;
+        IF FOUND THEN
+            RAISE EXCEPTION 'payment_id "%" was of order "%", purged at %: not recorded for this order (a person checks it at the gateway)',
+                _confirm_payment.payment_id, v_purged.order_id, v_purged.purged_at
+                USING ERRCODE = 'OT176';
+        END IF;
+    ELSIF v_pay_order <> _confirm_payment.order_id THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
             USING ERRCODE = 'OT124';
     END IF;
@@ -104,14 +116,27 @@ BEGIN
         IF v_pay_status = 'late' AND v_pay_amount IS NULL AND _confirm_payment.amount IS NOT NULL THEN
             v_paid_cur := coalesce(_confirm_payment.currency, v_pay_cur);
             -- resolve_conflict and finish_refund lock the conflict, then the
-            -- order; this holds the order: a conflict row locked by one of
-            -- them is being resolved, and is left as it is (waiting for it
-            -- would deadlock).
+            -- order; this holds the order, so waiting for a conflict row one
+            -- of them holds would deadlock. Such a row is skipped, and the
+            -- call fails with a serialization failure (40001), writing
+            -- nothing: the caller calls again once the other transaction
+            -- has ended. Then the conflict is resolved (nothing to learn) or
+            -- still open (the amount is learned). Answering "conflict" here
+            -- lost the amount: a resolve_conflict that failed for want of
+            -- it (OT132) and rolled back left the conflict open without it.
             SELECT c.conflict_id INTO v_conflict
             FROM ordertimeout.conflicts AS c
             WHERE c.payment_id = _confirm_payment.payment_id
               AND c.state = 'open'
             FOR UPDATE SKIP LOCKED;
+            IF NOT FOUND AND EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                                      WHERE c.payment_id = _confirm_payment.payment_id
+                                        AND c.state = 'open') THEN
+                RAISE EXCEPTION 'payment "%" of order "%": its conflict is being acted on by another transaction; the amount % is not recorded yet: call again',
+                    _confirm_payment.payment_id, _confirm_payment.order_id,
+                    concat_ws(' ', _confirm_payment.amount::text, v_paid_cur)
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
             IF FOUND THEN
                 UPDATE ordertimeout.conflicts AS c
                 SET amount = _confirm_payment.amount,
@@ -272,6 +297,7 @@ DECLARE
     v_version integer;
     v_job_id  bigint;
     v_cancel  timestamptz;
+    v_expire  timestamptz;
 BEGIN
     -- Locked, not only read: an attempt ends (fail_payment, or a conflict
     -- while another attempt is in flight) without touching the order row, so
@@ -296,15 +322,39 @@ BEGIN
         check_job_id = NULL
     WHERE o.order_id = _back_to_pending.order_id
       AND o.status = 'PAYING'
-    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at INTO v_version, v_job_id, v_cancel;
+    RETURNING o.deadline_version, o.timer_job_id, o.cancel_at, o.expire_at INTO v_version, v_job_id, v_cancel, v_expire;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
 
     PERFORM ordertimeout._schedule_timer(v_job_id, _back_to_pending.order_id, v_version, v_cancel);
+    PERFORM ordertimeout._schedule_reminder(_back_to_pending.order_id, v_version, v_expire, s.remind_before, _back_to_pending.at)
+    FROM ordertimeout.settings AS s
+    WHERE s.webhooks;
     PERFORM ordertimeout._log_event(_back_to_pending.order_id, 'PAYING', 'PENDING', 'payment',
         _back_to_pending.at, _back_to_pending.detail);
     PERFORM ordertimeout._wake_if_sooner(v_cancel);
     RETURN true;
+END
+$$;
+
+-- _refund_of_another raises OT177: refund_id was recorded for another
+-- conflict (other, of payment other_payment).
+CREATE FUNCTION ordertimeout._refund_of_another(
+    conflict_id   bigint,
+    payment_id    text,
+    refund_id     text,
+    other         bigint,
+    other_payment text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'refund_id "%" is recorded for conflict % (payment "%"): it cannot also be the refund of conflict % (payment "%"); one of the two payments may not be refunded, not recorded (a person checks it at the gateway)',
+        _refund_of_another.refund_id, _refund_of_another.other, _refund_of_another.other_payment,
+        _refund_of_another.conflict_id, _refund_of_another.payment_id
+        USING ERRCODE = 'OT177';
 END
 $$;

@@ -23,7 +23,9 @@
 --
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
--- it outlives its order.
+-- it outlives its order. And the ids of the orders' payments
+-- (purged_payments): the order id is free again, and a late callback of the
+-- old order's payment must not pay a new order under it.
 
 CREATE FUNCTION ordertimeout.purge_orders(
     closed_older_than interval,
@@ -107,6 +109,13 @@ BEGIN
     -- ones bought to purged_sales (_count_purged_sales).
     DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
+    -- Their payment ids stay known: a callback of one, coming later, must
+    -- not pay a new order given the same order id (purged_payments).
+    INSERT INTO ordertimeout.purged_payments (payment_id, order_id, purged_at)
+    SELECT p.payment_id, p.order_id, v_now
+    FROM ordertimeout.payments AS p
+    WHERE p.order_id = ANY (v_ids)
+    ON CONFLICT ON CONSTRAINT purged_payments_pkey DO NOTHING;
     DELETE FROM ordertimeout.payments AS p WHERE p.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.releases AS r WHERE r.order_id = ANY (v_ids);
     DELETE FROM ordertimeout.events AS e WHERE e.order_id = ANY (v_ids);
@@ -120,4 +129,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
-    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, and what paid orders bought is added to purged_sales; returns how many';
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon and the orders'' payment ids (purged_payments), and what paid orders bought is added to purged_sales; returns how many';

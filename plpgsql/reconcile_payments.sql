@@ -224,6 +224,16 @@ BEGIN
         ELSIF v_pay.payment_id IS NOT NULL AND v_pay.order_id <> order_id THEN
             outcome := 'other_order';
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
+        ELSIF v_pay.payment_id IS NULL
+              AND EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = reconcile_payments.payment_id) THEN
+            -- The payment of a purged order whose id a new order has taken:
+            -- not this order's money.
+            outcome := 'other_order';
+            SELECT format('payment %s was of an earlier order %s, purged at %s; the order of that id here is another',
+                          g.payment_id, g.order_id, g.purged_at)
+            INTO detail
+            FROM ordertimeout.purged_payments AS g
+            WHERE g.payment_id = reconcile_payments.payment_id;
         ELSIF v_row.value ->> 'status' = 'refunded' THEN
             -- A refund made here, or claimed here and under way (the
             -- sidecar has refunded at the gateway and finish_refund will

@@ -39,6 +39,9 @@ CREATE TABLE ordertimeout.conflicts (
     note              text,
     CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
+    -- A refund gives back one payment: the gateway's id of a refund recorded
+    -- for one conflict is never recorded for another (finish_refund, OT177).
+    CONSTRAINT conflicts_one_per_refund UNIQUE (refund_id),
     CONSTRAINT conflicts_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
     CONSTRAINT conflicts_kind_known CHECK (kind IN ('late_payment', 'double_payment', 'amount_mismatch')),
@@ -87,3 +90,19 @@ CREATE TABLE ordertimeout.reconcile_watermarks (
 
 COMMENT ON TABLE ordertimeout.reconcile_watermarks IS
     'per source of gateway records (e.g. gateway:fake), the end of the last period reconciled';
+
+-- The payment ids of purged orders (purge_orders), kept as the hold of a spent
+-- coupon is: the id of a purged order is free again, and a callback or a
+-- gateway record of the old order's payment, arriving later, must not pay a
+-- new order under that id (_confirm_payment, OT176; reconcile_payments,
+-- other_order). About 100 bytes a payment, against the 2 kB or so an order
+-- keeps with its items, payments and events.
+CREATE TABLE ordertimeout.purged_payments (
+    payment_id text        NOT NULL,
+    order_id   text        NOT NULL,
+    purged_at  timestamptz NOT NULL,
+    CONSTRAINT purged_payments_pkey PRIMARY KEY (payment_id)
+);
+
+COMMENT ON TABLE ordertimeout.purged_payments IS
+    'payment ids of orders that purge_orders deleted, with the order they were of: never confirmed for another order under that id';

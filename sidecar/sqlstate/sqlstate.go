@@ -155,6 +155,15 @@ const (
 	// refunded by another refund_id: the payment may have been refunded
 	// twice. Nothing is written; the conflict keeps the refund it recorded.
 	AnotherRefund = "OT139"
+	// PaymentOfPurgedOrder (OT176): confirm_payment of a payment of an
+	// order that purge_orders deleted, for a new order under the same order
+	// id: not that order's money. Nothing is written; a person checks the
+	// payment at the gateway.
+	PaymentOfPurgedOrder = "OT176"
+	// RefundOfAnother (OT177): finish_refund with a refund_id recorded for
+	// another conflict: one refund cannot give back two payments. Nothing is
+	// written; the conflict stays refunding for a person.
+	RefundOfAnother = "OT177"
 )
 
 // Codes of administration: sweeps, stock, points, settings, retention.

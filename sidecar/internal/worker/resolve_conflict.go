@@ -172,6 +172,13 @@ func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[Resol
 	}
 	var outcome string
 	err = w.Pool.QueryRow(ctx, "SELECT ordertimeout.finish_refund($1, $2)", id, r.RefundID).Scan(&outcome)
+	if sqlstate.Is(err, sqlstate.RefundOfAnother) {
+		// The gateway answered with the refund of another payment: this
+		// payment may not be refunded. Nothing was recorded; the conflict
+		// stays refunding, and the job asks again later, logged as an error
+		// each time, until a person has looked at the gateway.
+		return retry(ctx, w.Deps, job, true, fmt.Errorf("record refund %q of conflict %d: %w: %w", r.RefundID, id, err, gateway.ErrBadAnswer))
+	}
 	if sqlstate.Is(err, sqlstate.AnotherRefund) {
 		// The conflict was recorded refunded by another refund id: the
 		// gateway made a second refund of this payment, or answered our key

@@ -1,0 +1,98 @@
+package race_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
+)
+
+// TestALateAmountIsNeverDropped: a late payment recorded without an amount
+// learns it from a confirmation that brings it, while its conflict is open.
+// When another transaction holds the conflict's row (resolve_conflict locks
+// the conflict, then waits for the order that the confirmation holds), the
+// confirmation cannot wait for it without a deadlock; it fails with 40001,
+// writing nothing, and the amount is learned when it is called again. A
+// review reproduced the confirmation answering "conflict" and dropping the
+// amount: the sidecar's reinstate failed for want of it (OT132) and an exact
+// late payment was refunded instead.
+func TestALateAmountIsNeverDropped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+	exec(`SELECT ordertimeout.put_stock('A', 1000)`)
+	late := func(order string) int64 {
+		t.Helper()
+		exec(`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`, order)
+		exec(`SELECT ordertimeout.cancel_order($1)`, order)
+		exec(`SELECT ordertimeout.confirm_payment($1, $1 || '-p')`, order)
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = $1`, order).Scan(&id))
+		return id
+	}
+	learned := func(id int64) string {
+		t.Helper()
+		var s string
+		require.NoError(t, pool.QueryRow(ctx,
+			`SELECT c.state || ' ' || c.kind || ' ' || coalesce(c.amount::text, '-') || ' ' || coalesce(p.amount::text, '-')
+			   FROM ordertimeout.conflicts AS c JOIN ordertimeout.payments AS p USING (payment_id)
+			  WHERE c.conflict_id = $1`, id).Scan(&s))
+		return s
+	}
+
+	// The conflict's row held by another transaction.
+	id := late("held")
+	holder := connect(ctx, t, url)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM ordertimeout.conflicts WHERE conflict_id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+	var answer string
+	err = pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('held', 'held-p', 10, 'EUR')`).Scan(&answer)
+	require.Equal(t, sqlstate.SerializationFailure, sqlstate.Code(err), "the amount of a held conflict: %v (answer %q)", err, answer)
+	require.Equal(t, "open late_payment - -", learned(id), "nothing written")
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('held', 'held-p', 10, 'EUR')`).Scan(&answer))
+	require.Equal(t, "conflict", answer)
+	require.Equal(t, "open late_payment 10 10", learned(id), "called again: the amount is learned")
+
+	// The review's interleaving: the confirmation holds the order; the
+	// resolver locks the conflict and waits for the order; the confirmation
+	// then meets the conflict held.
+	id = late("race")
+	payer := connect(ctx, t, url)
+	resolver := connect(ctx, t, url)
+	pid := backendPID(ctx, t, resolver)
+	ptx, err := payer.Begin(ctx)
+	require.NoError(t, err)
+	_, err = ptx.Exec(ctx, `SELECT 1 FROM ordertimeout.orders WHERE order_id = 'race' FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := resolver.Exec(ctx, `SELECT ordertimeout.resolve_conflict($1, 'reinstate')`, id)
+		done <- err
+	}()
+	waitUntilQueued(ctx, t, pool, pid, done, "resolve_conflict")
+	err = ptx.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('race', 'race-p', 10, 'EUR')`).Scan(&answer)
+	require.Equal(t, sqlstate.SerializationFailure, sqlstate.Code(err), "the confirmation meets the resolver's lock: %v (answer %q)", err, answer)
+	require.NoError(t, ptx.Rollback(ctx))
+	require.Equal(t, sqlstate.CannotReinstate, sqlstate.Code(<-done), "the resolver cannot reinstate a payment of unknown amount")
+	require.Equal(t, "open late_payment - -", learned(id), "nothing written by either")
+
+	require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.confirm_payment('race', 'race-p', 10, 'EUR')`).Scan(&answer))
+	require.Equal(t, "conflict", answer)
+	require.Equal(t, "open late_payment 10 10", learned(id), "called again: learned")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, 'reinstate')`, id).Scan(&answer))
+	require.Equal(t, "reinstated", answer, "the exact late payment is reinstated, not refunded")
+	require.Equal(t, "PAID", status(ctx, t, pool, "race"))
+}
