@@ -85,20 +85,9 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	log := w.Logger.With("kind", job.Kind, "job_id", job.ID, "conflict_id", id)
 
 	// A conflict resolved already, or unknown (its order purged since), has
-	// nothing left to do. The amount is kept as confirm_payment was given
-	// it, which admits zeros beyond six decimal places (10.500000000, or
-	// 1050 / 100.0 computed in SQL): those are dropped, so that the refund
-	// follows the contract's grammar (at most six fraction digits) instead
-	// of being refused by the gateway client on every run. An amount of at
-	// most six places is sent as written, as it always was: a retry of a
-	// refund sent before sends the same request under the same key.
+	// nothing left to do.
 	var c conflict
-	found, err := queryOne(ctx, w.Pool,
-		`SELECT order_id, payment_id, kind,
-		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
-		        currency, state, late_payment
-		   FROM ordertimeout.conflict_info($1)`,
-		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
+	found, err := w.readConflict(ctx, id, &c)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 	}
@@ -150,8 +139,38 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			w.outcome(job.Kind, "already_resolved")
 			return nil
 		}
+		// Read again now that it is claimed: a confirmation may have given
+		// the conflict its amount since the read above, and a refunding
+		// conflict's amount no longer changes. A refund sent with the amount
+		// read before would differ from its own retries under the same key.
+		found, err = w.readConflict(ctx, id, &c)
+		if err != nil {
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
+		}
+		if !found || c.State == "resolved" {
+			w.outcome(job.Kind, "already_resolved")
+			return nil
+		}
 	}
 	return w.refund(ctx, job, log, id, c)
+}
+
+// readConflict reads what a resolution needs of conflict id into c.
+//
+// The amount is kept as confirm_payment was given it, which admits zeros
+// beyond six decimal places (10.500000000, or 1050 / 100.0 computed in
+// SQL): those are dropped, so that the refund follows the contract's grammar (at
+// most six fraction digits) instead of being refused by the gateway client
+// on every run. An amount of at most six places is sent as written, as it
+// always was: a retry of a refund sent before sends the same request under
+// the same key.
+func (w *ResolveConflictWorker) readConflict(ctx context.Context, id int64, c *conflict) (bool, error) {
+	return queryOne(ctx, w.Pool,
+		`SELECT order_id, payment_id, kind,
+		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
+		        currency, state, late_payment
+		   FROM ordertimeout.conflict_info($1)`,
+		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
 }
 
 // refund makes the refund of a conflict claimed for one, and records it.
