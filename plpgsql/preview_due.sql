@@ -15,13 +15,15 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_precheck text;
+    v_paused   boolean;
 BEGIN
     PERFORM ordertimeout._check_max(preview_due.max);
-    SELECT s.precheck INTO v_precheck FROM ordertimeout.settings AS s;
+    SELECT s.precheck, s.paused INTO v_precheck, v_paused FROM ordertimeout.settings AS s;
 
     RETURN QUERY
     SELECT d.order_id, d.cancel_at, v_now - d.cancel_at, d.deadline_version, d.found_by,
-           CASE WHEN ordertimeout._wants_check(d.precheck, v_precheck, d.payment_attempted)
+           CASE WHEN v_paused THEN 'paused'
+                WHEN ordertimeout._wants_check(d.precheck, v_precheck, d.payment_attempted)
                 THEN 'check' ELSE 'cancel' END
     FROM (
         (SELECT o.order_id, o.cancel_at, o.deadline_version, 'timer'::text AS found_by, o.precheck, o.payment_attempted
@@ -33,6 +35,7 @@ BEGIN
                                            THEN (t.args ->> 'version')::integer END)
             AND o.status = 'PENDING'
             AND o.check_job_id IS NULL
+            AND o.cancel_at <= v_now
           WHERE t.due_at <= v_now
           ORDER BY t.due_at
           LIMIT preview_due.max)
@@ -52,4 +55,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.preview_due(integer) IS
-    'dry run of sweep_due: the orders it would cancel (action cancel) or hand to a gateway check (action check) now, found by their timer row or by the fallback sweep; changes nothing';
+    'dry run of sweep_due: the orders it would cancel (action cancel) or hand to a gateway check (action check) now, or that it leaves while timeout cancels are paused (action paused), found by their timer row or by the fallback sweep; changes nothing';

@@ -17,8 +17,9 @@
 --
 -- A paid order with a payment attempt still open (started, neither
 -- confirmed nor failed) waits, besides paid_older_than, until its
--- gateway_expire_at plus the settings' grace is as old: that attempt may
--- bring money until then, and the money must find the order (a
+-- gateway_expire_at plus the settings' grace, and its cancel_at (never before
+-- gateway_expire_at plus the grace at its begin_payment), are as old: that
+-- attempt may bring money until then, and the money must find the order (a
 -- double_payment conflict), not OT120.
 --
 -- Kept on purpose: the hold of a coupon that an order spent. It is what keeps
@@ -79,8 +80,11 @@ BEGIN
                WHERE o.status IN ('PAID', 'REFUNDED')
                  AND o.paid_at < v_paid_cut
                  -- an attempt still open may bring money until the gateway's
-                 -- expiry: it must find its order (a double payment)
-                 AND NOT (coalesce(o.gateway_expire_at, '-infinity') + v_grace >= v_paid_cut
+                 -- expiry: it must find its order (a double payment). Its
+                 -- window is the grace of today or of its begin_payment,
+                 -- whichever is longer: cancel_at is never before the latter
+                 -- (a grace lowered since does not shorten a window given).
+                 AND NOT (greatest(coalesce(o.gateway_expire_at, '-infinity') + v_grace, o.cancel_at) >= v_paid_cut
                           AND EXISTS (SELECT 1 FROM ordertimeout.payments AS p
                                        WHERE p.order_id = o.order_id AND p.status = 'started'))
                  AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
