@@ -29,11 +29,17 @@
 -- it), not only gateway_expire_at plus today's grace. preview_due no longer
 -- lists a timer row due before its order's cancel_at (sweep_due does not
 -- cancel it), and says paused for the due orders while cancels are paused.
+-- Error messages that repeat the caller's input (unknown keys, option values,
+-- settings, payment methods, reconcile fields, a malformed timer's args)
+-- repeat it through _shown: cut, and with control, format and line-separator
+-- characters written as \uXXXX, so a message cannot forge a log line or hide
+-- text behind a bidi override.
 --
--- New functions: _schedule_reminder, _refund_of_another.
--- Functions replaced: _confirm_payment, _back_to_pending, create_order,
---   extend_deadline, finish_refund, preview_due, purge_orders,
---   reconcile_payments.
+-- New functions: _schedule_reminder, _shown, _refund_of_another.
+-- Functions replaced: _discard_malformed_timers, _normalize_items,
+--   _normalize_options, _payment_method, _confirm_payment, _back_to_pending,
+--   configure, create_order, extend_deadline, finish_refund, preview_due,
+--   purge_orders, put_payment_method, reconcile_payments, resolve_conflict.
 
 -- Hand-written, from migrations/hand/000055_apply_money_review_fixes.up-prelude.sql:
 
@@ -105,6 +111,278 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION ordertimeout._discard_malformed_timers(job_ids bigint[], at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE public.river_job AS r
+    SET state = 'discarded',
+        finalized_at = _discard_malformed_timers.at,
+        errors = array_append(r.errors, jsonb_build_object(
+            'at', _discard_malformed_timers.at,
+            'attempt', greatest(r.attempt, 0),
+            'error', format('Malformed ordertimeout timer set aside by ordertimeout.sweep_due: args must be {"order_id": text, "version": integer}, got %s',
+                            ordertimeout._shown(r.args::text, 200)),
+            'trace', ''))
+    WHERE r.id = ANY (_discard_malformed_timers.job_ids);
+END
+$$;
+
+CREATE FUNCTION ordertimeout._shown(value text, max_length integer)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RETURN 'NULL';
+    END IF;
+    RETURN coalesce((SELECT string_agg(CASE WHEN ordertimeout._is_plain_text(t.c, 1) THEN t.c
+                                            WHEN ascii(t.c) > 65535 THEN '\U' || lpad(to_hex(ascii(t.c)), 8, '0')
+                                            ELSE '\u' || lpad(to_hex(ascii(t.c)), 4, '0') END,
+                                       '' ORDER BY t.n)
+                       FROM regexp_split_to_table(left(value, max_length), '') WITH ORDINALITY AS t(c, n)
+                      WHERE t.c <> ''), '')
+        || CASE WHEN char_length(value) > max_length THEN '…' ELSE '' END;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout._normalize_items(
+    items          jsonb,
+    OUT normalized jsonb,
+    OUT skus       text[],
+    OUT qtys       integer[])
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item     jsonb;
+    v_position integer := -1;
+    v_key      text;
+    v_sku      text;
+    v_qty      numeric;
+    v_count    integer;
+    v_dup      text;
+    v_short    boolean;
+    j          integer;
+BEGIN
+    v_count := CASE WHEN jsonb_typeof(items) = 'array' THEN jsonb_array_length(items) END;
+    v_short := v_count BETWEEN 1 AND 8;
+    IF v_short THEN
+        skus := '{}';
+        qtys := '{}';
+        FOR i IN 0 .. v_count - 1 LOOP
+            v_item := items -> i;
+            IF jsonb_typeof(v_item) <> 'object' THEN
+                v_short := false;
+                EXIT;
+            END IF;
+            IF v_item - 'sku' - 'qty' <> '{}'
+               OR jsonb_typeof(v_item -> 'sku') IS DISTINCT FROM 'string'
+               OR jsonb_typeof(v_item -> 'qty') IS DISTINCT FROM 'number' THEN
+                v_short := false;
+                EXIT;
+            END IF;
+            v_sku := v_item ->> 'sku';
+            v_qty := (v_item ->> 'qty')::numeric;
+            IF NOT ordertimeout._is_plain_text(v_sku, 64) OR v_qty <> trunc(v_qty) OR v_qty NOT BETWEEN 1 AND 1000000 THEN
+                v_short := false;
+                EXIT;
+            END IF;
+            -- insert in sku order; a second entry of a sku declines
+            j := i;
+            WHILE j > 0 AND skus[j] > v_sku LOOP
+                skus[j + 1] := skus[j];
+                qtys[j + 1] := qtys[j];
+                j := j - 1;
+            END LOOP;
+            IF j > 0 AND skus[j] = v_sku THEN
+                v_short := false;
+                EXIT;
+            END IF;
+            skus[j + 1] := v_sku;
+            qtys[j + 1] := v_qty::integer;
+        END LOOP;
+        IF v_short THEN
+            normalized := '[]';
+            FOR i IN 1 .. v_count LOOP
+                normalized := normalized || jsonb_build_object('sku', skus[i], 'qty', qtys[i]);
+            END LOOP;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF items IS NULL THEN
+        RAISE EXCEPTION 'items must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF jsonb_typeof(items) <> 'array' THEN
+        RAISE EXCEPTION 'items must be a JSON array of {"sku": ..., "qty": ...} objects, got a JSON %',
+            jsonb_typeof(items)
+            USING ERRCODE = 'OT102';
+    END IF;
+    v_count := jsonb_array_length(items);
+    IF v_count = 0 OR v_count > 100 THEN
+        RAISE EXCEPTION 'items must have 1 to 100 entries, got %', v_count
+            USING ERRCODE = 'OT103';
+    END IF;
+
+    FOR v_item IN SELECT e.value FROM jsonb_array_elements(items) AS e LOOP
+        v_position := v_position + 1;
+        IF jsonb_typeof(v_item) <> 'object' THEN
+            RAISE EXCEPTION 'items[%] must be an object {"sku": ..., "qty": ...}, got a JSON %',
+                v_position, jsonb_typeof(v_item)
+                USING ERRCODE = 'OT104';
+        END IF;
+        SELECT k INTO v_key FROM jsonb_object_keys(v_item) AS k WHERE k NOT IN ('sku', 'qty') LIMIT 1;
+        IF v_key IS NOT NULL THEN
+            RAISE EXCEPTION 'items[%] has unknown key "%" (allowed: sku, qty)', v_position, ordertimeout._shown(v_key, 64)
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF jsonb_typeof(v_item -> 'sku') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'items[%].sku must be a string', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        v_sku := v_item ->> 'sku';
+        IF NOT ordertimeout._is_plain_text(v_sku, 64) THEN
+            RAISE EXCEPTION 'items[%].sku must be 1 to 64 characters without control, format or line-separator characters', v_position
+                USING ERRCODE = 'OT104';
+        END IF;
+        IF NOT v_item ? 'qty' THEN
+            RAISE EXCEPTION 'items[%].qty is missing', v_position
+                USING ERRCODE = 'OT105';
+        END IF;
+        IF jsonb_typeof(v_item -> 'qty') <> 'number'
+           OR (v_item ->> 'qty')::numeric <> trunc((v_item ->> 'qty')::numeric) THEN
+            RAISE EXCEPTION 'items[%].qty must be an integer, got %', v_position, ordertimeout._shown((v_item -> 'qty')::text, 40)
+                USING ERRCODE = 'OT105';
+        END IF;
+        v_qty := (v_item ->> 'qty')::numeric;
+        IF v_qty < 1 OR v_qty > 1000000 THEN
+            RAISE EXCEPTION 'items[%].qty must be between 1 and 1000000, got %', v_position, ordertimeout._shown(v_qty::text, 40)
+                USING ERRCODE = 'OT106';
+        END IF;
+    END LOOP;
+
+    SELECT e.value ->> 'sku' INTO v_dup
+    FROM jsonb_array_elements(items) AS e
+    GROUP BY 1
+    HAVING count(*) > 1
+    ORDER BY 1
+    LIMIT 1;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'items lists sku "%" more than once', v_dup
+            USING ERRCODE = 'OT107';
+    END IF;
+
+    SELECT jsonb_agg(
+               jsonb_build_object('sku', e.value ->> 'sku', 'qty', (e.value ->> 'qty')::numeric::integer)
+               ORDER BY e.value ->> 'sku'),
+           array_agg(e.value ->> 'sku' ORDER BY e.value ->> 'sku'),
+           array_agg((e.value ->> 'qty')::numeric::integer ORDER BY e.value ->> 'sku')
+    INTO normalized, skus, qtys
+    FROM jsonb_array_elements(items) AS e;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout._normalize_options(options jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key text;
+BEGIN
+    IF options IS NULL THEN
+        RETURN '{}'::jsonb;
+    END IF;
+    IF jsonb_typeof(options) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got a JSON %', jsonb_typeof(options)
+            USING ERRCODE = 'OT114';
+    END IF;
+    SELECT k INTO v_key
+    FROM jsonb_object_keys(options) AS k
+    WHERE k NOT IN ('coupon', 'points_account', 'points', 'amount', 'currency', 'precheck', 'method')
+    ORDER BY 1
+    LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', ordertimeout._shown(v_key, 64)
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
+                               OR NOT ordertimeout._is_plain_text(options ->> 'coupon', 64)) THEN
+        RAISE EXCEPTION 'options.coupon must be a string of 1 to 64 characters without control, format or line-separator characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF (options ? 'points_account') <> (options ? 'points') THEN
+        RAISE EXCEPTION 'options.points and options.points_account must be given together'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points_account' AND (jsonb_typeof(options -> 'points_account') <> 'string'
+                                       OR NOT ordertimeout._is_plain_text(options ->> 'points_account', 64)) THEN
+        RAISE EXCEPTION 'options.points_account must be a string of 1 to 64 characters without control, format or line-separator characters'
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
+                               OR (options ->> 'points')::numeric <> trunc((options ->> 'points')::numeric)
+                               OR (options ->> 'points')::numeric NOT BETWEEN 1 AND 1000000000000) THEN
+        RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', ordertimeout._shown((options -> 'points')::text, 40)
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'amount' THEN
+        IF jsonb_typeof(options -> 'amount') <> 'number' THEN
+            RAISE EXCEPTION 'options.amount must be a JSON number, got %', ordertimeout._shown((options -> 'amount')::text, 40)
+                USING ERRCODE = 'OT126';
+        END IF;
+        PERFORM ordertimeout._check_amount('options.amount', (options ->> 'amount')::numeric);
+    END IF;
+    IF options ? 'currency' AND (jsonb_typeof(options -> 'currency') <> 'string'
+                                 OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
+        RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', ordertimeout._shown((options -> 'currency')::text, 40)
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'method' AND jsonb_typeof(options -> 'method') <> 'string' THEN
+        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', ordertimeout._shown((options -> 'method')::text, 40)
+            USING ERRCODE = 'OT160';
+    END IF;
+    IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
+                                 OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
+        RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', ordertimeout._shown((options -> 'precheck')::text, 40)
+            USING ERRCODE = 'OT114';
+    END IF;
+    IF options ? 'points' THEN
+        options := jsonb_set(options, '{points}', to_jsonb((options ->> 'points')::numeric::bigint));
+    END IF;
+    RETURN options;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout._payment_method(field text, method text)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, ordertimeout._shown(_payment_method.method, 64),
+            (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
+            USING ERRCODE = 'OT160';
+    END IF;
+    RETURN v_row;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION ordertimeout._confirm_payment(
     order_id   text,
     payment_id text,
@@ -150,7 +428,7 @@ BEGIN
     END IF;
     IF _confirm_payment.currency IS NOT NULL AND _confirm_payment.currency !~ '^[A-Z]{3}$' THEN
         RAISE EXCEPTION 'currency must be a three-letter ISO 4217 code such as "EUR", got "%"',
-            left(_confirm_payment.currency, 16)
+            ordertimeout._shown(_confirm_payment.currency, 16)
             USING ERRCODE = 'OT128';
     END IF;
 
@@ -446,6 +724,75 @@ BEGIN
         USING ERRCODE = 'OT177';
 END
 $$;
+
+CREATE OR REPLACE FUNCTION ordertimeout.configure(
+    default_timeout interval DEFAULT NULL,
+    grace           interval DEFAULT NULL,
+    paying_window   interval DEFAULT NULL,
+    precheck        text DEFAULT NULL,
+    late_payment    text DEFAULT NULL,
+    webhooks        boolean DEFAULT NULL,
+    remind_before   interval DEFAULT NULL,
+    paused          boolean DEFAULT NULL)
+RETURNS ordertimeout.settings
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row   ordertimeout.settings;
+    v_now   timestamptz := clock_timestamp();
+    v_actor text := ordertimeout._actor();
+BEGIN
+    PERFORM ordertimeout._check_interval('default_timeout', configure.default_timeout, interval '30 days', 'OT145');
+    PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
+    PERFORM ordertimeout._check_interval('paying_window', configure.paying_window, interval '30 days', 'OT145');
+    IF configure.precheck NOT IN ('attempted', 'always', 'never') THEN
+        RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', ordertimeout._shown(configure.precheck, 32)
+            USING ERRCODE = 'OT145';
+    END IF;
+    IF configure.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', ordertimeout._shown(configure.late_payment, 32)
+            USING ERRCODE = 'OT145';
+    END IF;
+    -- 0 turns reminders off.
+    PERFORM ordertimeout._check_interval('remind_before', configure.remind_before, interval '30 days', 'OT145',
+                                         allow_zero => true);
+
+    UPDATE ordertimeout.settings AS s
+    SET default_timeout = coalesce(configure.default_timeout, s.default_timeout),
+        grace = coalesce(configure.grace, s.grace),
+        paying_window = coalesce(configure.paying_window, s.paying_window),
+        precheck = coalesce(configure.precheck, s.precheck),
+        late_payment = coalesce(configure.late_payment, s.late_payment),
+        webhooks = coalesce(configure.webhooks, s.webhooks),
+        remind_before = CASE
+                            WHEN configure.remind_before IS NULL THEN s.remind_before
+                            WHEN configure.remind_before = interval '0' THEN NULL
+                            ELSE configure.remind_before
+                        END,
+        paused = coalesce(configure.paused, s.paused),
+        paused_at = CASE WHEN configure.paused AND NOT s.paused THEN v_now ELSE s.paused_at END,
+        paused_by = CASE WHEN configure.paused AND NOT s.paused THEN v_actor ELSE s.paused_by END,
+        resumed_at = CASE WHEN NOT configure.paused AND s.paused THEN v_now ELSE s.resumed_at END
+    RETURNING s.* INTO v_row;
+    IF configure.paused THEN
+        -- Also when already paused: a pause that warned, asked again, says
+        -- whether those cancels have committed since.
+        PERFORM ordertimeout._wait_for_cancels_under_way();
+    END IF;
+    IF configure.paused IS FALSE THEN
+        -- The backlog is due now: wake the sleeping sweepers.
+        PERFORM pg_notify('ordertimeout_wake', '');
+    END IF;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.configure(interval, interval, interval, text, text, boolean, interval, boolean) IS
+    'changes settings; a NULL argument leaves that setting as it is; paused => true stops every timeout cancel until paused => false, and waits (at most 2 s, then warns) for the timeout cancels already made to commit; returns the settings';
 
 CREATE OR REPLACE FUNCTION ordertimeout.create_order(
     order_id text,
@@ -988,6 +1335,60 @@ $$;
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
     'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon and the orders'' payment ids (purged_payments), and what paid orders bought is added to purged_sales; returns how many';
 
+CREATE OR REPLACE FUNCTION ordertimeout.put_payment_method(
+    method        text,
+    paying_window interval,
+    gateway_close boolean DEFAULT true,
+    late_payment  text DEFAULT NULL)
+RETURNS ordertimeout.payment_methods
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_row ordertimeout.payment_methods;
+BEGIN
+    IF put_payment_method.method IS NULL THEN
+        RAISE EXCEPTION 'method must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.method !~ '^[a-z][a-z0-9_]{0,31}$' THEN
+        RAISE EXCEPTION 'method must be 1 to 32 lower-case letters, digits or _, starting with a letter, got "%"',
+            ordertimeout._shown(put_payment_method.method, 64)
+            USING ERRCODE = 'OT161';
+    END IF;
+    IF put_payment_method.paying_window IS NULL THEN
+        RAISE EXCEPTION 'paying_window must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    PERFORM ordertimeout._check_interval('paying_window', put_payment_method.paying_window, interval '30 days', 'OT162');
+    IF put_payment_method.gateway_close IS NULL THEN
+        RAISE EXCEPTION 'gateway_close must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF put_payment_method.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund", "manual" or NULL (settings.late_payment), got "%"',
+            ordertimeout._shown(put_payment_method.late_payment, 32)
+            USING ERRCODE = 'OT163';
+    END IF;
+
+    INSERT INTO ordertimeout.payment_methods AS m (method, paying_window, gateway_close, late_payment)
+    VALUES (put_payment_method.method, put_payment_method.paying_window, put_payment_method.gateway_close,
+            put_payment_method.late_payment)
+    ON CONFLICT ON CONSTRAINT payment_methods_pkey DO UPDATE
+    SET paying_window = excluded.paying_window,
+        gateway_close = excluded.gateway_close,
+        late_payment = excluded.late_payment
+    RETURNING m.* INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.put_payment_method(text, interval, boolean, text) IS
+    'creates or changes a payment method: its paying window (at most 30 days), whether a cancel closes the payment at the gateway, and its late-payment policy (NULL: settings.late_payment); safe to repeat';
+
 CREATE OR REPLACE FUNCTION ordertimeout.reconcile_payments(
     transactions   jsonb,
     period_start   timestamptz,
@@ -1055,7 +1456,7 @@ BEGIN
     END IF;
     IF reconcile_payments.source IS NOT NULL AND reconcile_payments.source !~ '^[a-z][a-z0-9_:.-]{0,63}$' THEN
         RAISE EXCEPTION 'source must be 1 to 64 characters a-z, 0-9, _ : . -, starting with a letter, got "%"',
-            left(reconcile_payments.source, 64)
+            ordertimeout._shown(reconcile_payments.source, 64)
             USING ERRCODE = 'OT173';
     END IF;
     -- The watermark says "reconciled up to here", and continuous
@@ -1097,7 +1498,7 @@ BEGIN
          WHERE k NOT IN ('payment_id', 'order_id', 'amount', 'currency', 'status', 'at', 'line') ORDER BY 1 LIMIT 1;
         IF v_key IS NOT NULL THEN
             RAISE EXCEPTION 'line %: unknown field "%" (allowed: payment_id, order_id, amount, currency, status, at, line)',
-                v_line, left(v_key, 64) USING ERRCODE = 'OT171';
+                v_line, ordertimeout._shown(v_key, 64) USING ERRCODE = 'OT171';
         END IF;
         IF jsonb_typeof(v_row.value -> 'payment_id') IS DISTINCT FROM 'string'
            OR NOT ordertimeout._is_identifier(v_row.value ->> 'payment_id', 128) THEN
@@ -1110,7 +1511,7 @@ BEGIN
         v_amount := ordertimeout._parse_amount(v_row.value -> 'amount');
         IF v_amount IS NULL THEN
             RAISE EXCEPTION 'line %: amount must be a decimal number from 0 to below 10^15 with at most 6 decimals, got %',
-                v_line, left(coalesce(v_row.value ->> 'amount', 'nothing'), 40) USING ERRCODE = 'OT171';
+                v_line, ordertimeout._shown(coalesce(v_row.value ->> 'amount', 'nothing'), 40) USING ERRCODE = 'OT171';
         END IF;
         IF jsonb_typeof(v_row.value -> 'currency') IS DISTINCT FROM 'string'
            OR (v_row.value ->> 'currency') !~ '^[A-Z]{3}$' THEN
@@ -1323,5 +1724,172 @@ $$;
 COMMENT ON FUNCTION ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text) IS
     'reconciles the gateway''s transactions of a period, all or nothing: each row ok, confirmed (a lost callback on a live order, now PAID), a new conflict (late_payment, double_payment, amount_mismatch; cause reconcile), known_conflict (also a refund claimed here and under way), amount_differs (also for a known conflict or refund of another amount or currency), refund_unknown (also a payment the gateway lists as paid and refunded, not confirmed here), unknown_order or other_order; with report_missing, payments confirmed here in the period that the gateway does not list (missing_at_gateway); with source, advances its watermark to period_end (OT174 when the period starts after it, OT175 when it ends in the future). Running it again changes nothing';
 
+CREATE OR REPLACE FUNCTION ordertimeout.resolve_conflict(
+    conflict_id bigint,
+    resolution  text,
+    note        text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_actor    text := ordertimeout._actor();
+    v_conflict ordertimeout.conflicts;
+    v_outcome  text;
+    v_status   text;
+    v_amount   numeric;
+    v_currency text;
+BEGIN
+    IF resolve_conflict.conflict_id IS NULL THEN
+        RAISE EXCEPTION 'conflict_id must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF resolve_conflict.resolution IS NULL THEN
+        RAISE EXCEPTION 'resolution must not be null'
+            USING ERRCODE = 'OT100';
+    END IF;
+    IF resolve_conflict.note IS NOT NULL AND NOT ordertimeout._is_plain_text(resolve_conflict.note, 500) THEN
+        RAISE EXCEPTION 'note must be 1 to 500 characters without control, format or line-separator characters (got % characters)',
+            char_length(resolve_conflict.note)
+            USING ERRCODE = 'OT149';
+    END IF;
+    v_outcome := CASE resolve_conflict.resolution
+                     WHEN 'reinstate' THEN 'reinstated'
+                     WHEN 'refund' THEN 'refunded'
+                     WHEN 'manual' THEN 'manual'
+                 END;
+    IF v_outcome IS NULL THEN
+        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', ordertimeout._shown(resolve_conflict.resolution, 32)
+            USING ERRCODE = 'OT131';
+    END IF;
+
+    SELECT c.* INTO v_conflict
+    FROM ordertimeout.conflicts AS c
+    WHERE c.conflict_id = resolve_conflict.conflict_id
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conflict_id % is unknown', resolve_conflict.conflict_id
+            USING ERRCODE = 'OT130';
+    END IF;
+
+    -- Exactly once: a repeat of the same resolution is answered, another one
+    -- refused. A repeat with another note than the one kept is refused too
+    -- (OT138): the conflict keeps the note of its resolution, and an answer
+    -- would tell the caller theirs was kept. Without a note, or with the same
+    -- one, a repeat is a retry and answered.
+    IF v_conflict.state = 'resolved' THEN
+        IF v_conflict.resolution = v_outcome THEN
+            IF resolve_conflict.note IS NOT NULL AND resolve_conflict.note IS DISTINCT FROM v_conflict.note THEN
+                RAISE EXCEPTION 'conflict % is already resolved the same way (%) by %: %',
+                    resolve_conflict.conflict_id, v_conflict.resolution,
+                    coalesce(v_conflict.resolved_by, 'someone')
+                        || coalesce(' (refund claimed by ' || v_conflict.refund_started_by || ')', ''),
+                    CASE WHEN v_conflict.note IS NULL
+                         THEN 'it has no note, and the note given is not kept'
+                         ELSE 'its note stays, and the note given is not kept' END
+                    USING ERRCODE = 'OT138';
+            END IF;
+            RETURN v_outcome;
+        END IF;
+        RAISE EXCEPTION 'conflict % is already resolved as %', resolve_conflict.conflict_id, v_conflict.resolution
+            USING ERRCODE = 'OT133';
+    END IF;
+    IF v_conflict.state = 'refunding' THEN
+        IF v_outcome = 'refunded' THEN
+            IF resolve_conflict.note IS NOT NULL AND resolve_conflict.note IS DISTINCT FROM v_conflict.note THEN
+                RAISE EXCEPTION 'conflict % is already claimed for a refund by %: %',
+                    resolve_conflict.conflict_id, coalesce(v_conflict.refund_started_by, 'someone'),
+                    CASE WHEN v_conflict.note IS NULL
+                         THEN 'the claim has no note, and the note given is not kept'
+                         ELSE 'its note stays, and the note given is not kept' END
+                    USING ERRCODE = 'OT138';
+            END IF;
+            RETURN 'refunding';
+        END IF;
+        RAISE EXCEPTION 'conflict % is being refunded (since %): a refund that started is the one that finishes',
+            resolve_conflict.conflict_id, v_conflict.refund_started_at
+            USING ERRCODE = 'OT134';
+    END IF;
+
+    SELECT o.status, o.amount, o.currency INTO v_status, v_amount, v_currency
+    FROM ordertimeout.orders AS o
+    WHERE o.order_id = v_conflict.order_id
+    FOR NO KEY UPDATE;
+
+    IF v_outcome = 'refunded' THEN
+        -- Claimed here, refunded by the sidecar, recorded by finish_refund.
+        UPDATE ordertimeout.conflicts AS c
+        SET state = 'refunding',
+            refund_started_at = v_now,
+            refund_started_by = v_actor,
+            note = resolve_conflict.note
+        WHERE c.conflict_id = resolve_conflict.conflict_id;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunding',
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
+            webhook => true);
+        PERFORM pg_notify('ordertimeout_conflict', '');
+        RETURN 'refunding';
+    END IF;
+
+    IF v_outcome = 'reinstated' THEN
+        IF v_conflict.kind <> 'late_payment' OR v_status NOT IN ('CANCELLED', 'CLOSED') THEN
+            RAISE EXCEPTION 'conflict % cannot be reinstated: it is a % on a % order (reinstate takes back a cancelled order paid late)',
+                resolve_conflict.conflict_id, v_conflict.kind, v_status
+                USING ERRCODE = 'OT132';
+        END IF;
+        -- Money is exact: only the order's own amount in its own currency.
+        IF v_amount IS NOT NULL AND v_conflict.amount IS DISTINCT FROM v_amount
+           OR v_currency IS NOT NULL AND v_conflict.currency IS DISTINCT FROM v_currency THEN
+            RAISE EXCEPTION 'conflict % cannot be reinstated: the payment is % %, the order % %',
+                resolve_conflict.conflict_id, coalesce(v_conflict.amount::text, 'of an unknown amount'),
+                coalesce(v_conflict.currency, ''), v_amount, coalesce(v_currency, '')
+                USING ERRCODE = 'OT132';
+        END IF;
+        PERFORM ordertimeout._reclaim(v_conflict.order_id, v_now);
+        UPDATE ordertimeout.orders AS o
+        SET status = 'PAID',
+            paid_at = v_now,
+            cancelled_at = NULL,
+            cancel_cause = NULL,
+            cancel_reason = NULL,
+            closed_at = NULL,
+            deadline_version = o.deadline_version + 1
+        WHERE o.order_id = v_conflict.order_id
+          AND o.status IN ('CANCELLED', 'CLOSED');
+        UPDATE ordertimeout.payments AS p
+        SET status = 'confirmed'
+        WHERE p.payment_id = v_conflict.payment_id;
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, 'PAID', 'conflict', v_now,
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
+            webhook => true);
+    ELSE
+        PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
+            jsonb_strip_nulls(jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', v_outcome,
+                                                 'payment_id', v_conflict.payment_id, 'note', resolve_conflict.note)),
+            webhook => true);
+    END IF;
+
+    UPDATE ordertimeout.conflicts AS c
+    SET state = 'resolved',
+        resolution = v_outcome,
+        resolved_at = v_now,
+        resolved_by = v_actor,
+        note = resolve_conflict.note
+    WHERE c.conflict_id = resolve_conflict.conflict_id;
+    RETURN v_outcome;
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text, text) IS
+    'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134); a repeat of the same resolution returns the same result and writes nothing, but one with another note than the conflict keeps is refused (OT138); note, optional, is kept with the resolution (OT149 when not 1-500 plain characters)';
+
 REVOKE ALL ON FUNCTION ordertimeout._schedule_reminder(text, integer, timestamptz, interval, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._shown(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._refund_of_another(bigint, text, text, bigint, text) FROM PUBLIC;

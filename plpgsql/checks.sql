@@ -46,6 +46,31 @@ AS $$
     SELECT ordertimeout._is_plain_text(id, max_length) AND id NOT IN ('.', '..')
 $$;
 
+-- value as an error message repeats it: at most max_length characters (then
+-- "…"), and every character _is_plain_text refuses written as \uXXXX (or
+-- \UXXXXXXXX), so that a message never carries a line break, a bidi
+-- override or an unbounded copy of the caller's input into a log. Only the
+-- error paths call it.
+CREATE FUNCTION ordertimeout._shown(value text, max_length integer)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RETURN 'NULL';
+    END IF;
+    RETURN coalesce((SELECT string_agg(CASE WHEN ordertimeout._is_plain_text(t.c, 1) THEN t.c
+                                            WHEN ascii(t.c) > 65535 THEN '\U' || lpad(to_hex(ascii(t.c)), 8, '0')
+                                            ELSE '\u' || lpad(to_hex(ascii(t.c)), 4, '0') END,
+                                       '' ORDER BY t.n)
+                       FROM regexp_split_to_table(left(value, max_length), '') WITH ORDINALITY AS t(c, n)
+                      WHERE t.c <> ''), '')
+        || CASE WHEN char_length(value) > max_length THEN '…' ELSE '' END;
+END
+$$;
+
 -- Raises OT126 unless amount, an amount of money, is NULL or a finite number
 -- from 0 to below 10^15 with at most 6 decimal places (trailing zeros aside:
 -- 10.500000000 is 10.5), the grammar of the gateway's amounts
@@ -305,7 +330,7 @@ BEGIN
         END IF;
         SELECT k INTO v_key FROM jsonb_object_keys(v_item) AS k WHERE k NOT IN ('sku', 'qty') LIMIT 1;
         IF v_key IS NOT NULL THEN
-            RAISE EXCEPTION 'items[%] has unknown key "%" (allowed: sku, qty)', v_position, v_key
+            RAISE EXCEPTION 'items[%] has unknown key "%" (allowed: sku, qty)', v_position, ordertimeout._shown(v_key, 64)
                 USING ERRCODE = 'OT104';
         END IF;
         IF jsonb_typeof(v_item -> 'sku') IS DISTINCT FROM 'string' THEN
@@ -323,12 +348,12 @@ BEGIN
         END IF;
         IF jsonb_typeof(v_item -> 'qty') <> 'number'
            OR (v_item ->> 'qty')::numeric <> trunc((v_item ->> 'qty')::numeric) THEN
-            RAISE EXCEPTION 'items[%].qty must be an integer, got %', v_position, v_item -> 'qty'
+            RAISE EXCEPTION 'items[%].qty must be an integer, got %', v_position, ordertimeout._shown((v_item -> 'qty')::text, 40)
                 USING ERRCODE = 'OT105';
         END IF;
         v_qty := (v_item ->> 'qty')::numeric;
         IF v_qty < 1 OR v_qty > 1000000 THEN
-            RAISE EXCEPTION 'items[%].qty must be between 1 and 1000000, got %', v_position, v_qty
+            RAISE EXCEPTION 'items[%].qty must be between 1 and 1000000, got %', v_position, ordertimeout._shown(v_qty::text, 40)
                 USING ERRCODE = 'OT106';
         END IF;
     END LOOP;
@@ -379,7 +404,7 @@ BEGIN
     ORDER BY 1
     LIMIT 1;
     IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', v_key
+        RAISE EXCEPTION 'options has unknown key "%" (allowed: coupon, points_account, points, amount, currency, precheck, method)', ordertimeout._shown(v_key, 64)
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'coupon' AND (jsonb_typeof(options -> 'coupon') <> 'string'
@@ -399,28 +424,28 @@ BEGIN
     IF options ? 'points' AND (jsonb_typeof(options -> 'points') <> 'number'
                                OR (options ->> 'points')::numeric <> trunc((options ->> 'points')::numeric)
                                OR (options ->> 'points')::numeric NOT BETWEEN 1 AND 1000000000000) THEN
-        RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', options -> 'points'
+        RAISE EXCEPTION 'options.points must be an integer between 1 and 1000000000000, got %', ordertimeout._shown((options -> 'points')::text, 40)
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'amount' THEN
         IF jsonb_typeof(options -> 'amount') <> 'number' THEN
-            RAISE EXCEPTION 'options.amount must be a JSON number, got %', options -> 'amount'
+            RAISE EXCEPTION 'options.amount must be a JSON number, got %', ordertimeout._shown((options -> 'amount')::text, 40)
                 USING ERRCODE = 'OT126';
         END IF;
         PERFORM ordertimeout._check_amount('options.amount', (options ->> 'amount')::numeric);
     END IF;
     IF options ? 'currency' AND (jsonb_typeof(options -> 'currency') <> 'string'
                                  OR (options ->> 'currency') !~ '^[A-Z]{3}$') THEN
-        RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', options -> 'currency'
+        RAISE EXCEPTION 'options.currency must be a three-letter ISO 4217 code such as "EUR", got %', ordertimeout._shown((options -> 'currency')::text, 40)
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'method' AND jsonb_typeof(options -> 'method') <> 'string' THEN
-        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', options -> 'method'
+        RAISE EXCEPTION 'options.method must be the name of a payment method, got %', ordertimeout._shown((options -> 'method')::text, 40)
             USING ERRCODE = 'OT160';
     END IF;
     IF options ? 'precheck' AND (jsonb_typeof(options -> 'precheck') <> 'string'
                                  OR (options ->> 'precheck') NOT IN ('attempted', 'always', 'never')) THEN
-        RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', options -> 'precheck'
+        RAISE EXCEPTION 'options.precheck must be "attempted", "always" or "never", got %', ordertimeout._shown((options -> 'precheck')::text, 40)
             USING ERRCODE = 'OT114';
     END IF;
     IF options ? 'points' THEN
@@ -444,7 +469,7 @@ DECLARE
 BEGIN
     SELECT m.* INTO v_row FROM ordertimeout.payment_methods AS m WHERE m.method = _payment_method.method;
     IF NOT FOUND THEN
-        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, left(_payment_method.method, 64),
+        RAISE EXCEPTION '% "%" is not a known payment method (known: %)', field, ordertimeout._shown(_payment_method.method, 64),
             (SELECT string_agg(m.method, ', ' ORDER BY m.method) FROM ordertimeout.payment_methods AS m)
             USING ERRCODE = 'OT160';
     END IF;

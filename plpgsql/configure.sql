@@ -23,11 +23,11 @@ BEGIN
     PERFORM ordertimeout._check_interval('grace', configure.grace, interval '1 day', 'OT145', allow_zero => true);
     PERFORM ordertimeout._check_interval('paying_window', configure.paying_window, interval '30 days', 'OT145');
     IF configure.precheck NOT IN ('attempted', 'always', 'never') THEN
-        RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', configure.precheck
+        RAISE EXCEPTION 'precheck must be "attempted", "always" or "never", got "%"', ordertimeout._shown(configure.precheck, 32)
             USING ERRCODE = 'OT145';
     END IF;
     IF configure.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
-        RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', configure.late_payment
+        RAISE EXCEPTION 'late_payment must be "reinstate", "refund" or "manual", got "%"', ordertimeout._shown(configure.late_payment, 32)
             USING ERRCODE = 'OT145';
     END IF;
     -- 0 turns reminders off.

@@ -259,7 +259,7 @@ BEGIN
             'at', _discard_malformed_timers.at,
             'attempt', greatest(r.attempt, 0),
             'error', format('Malformed ordertimeout timer set aside by ordertimeout.sweep_due: args must be {"order_id": text, "version": integer}, got %s',
-                            left(r.args::text, 200)),
+                            ordertimeout._shown(r.args::text, 200)),
             'trace', ''))
     WHERE r.id = ANY (_discard_malformed_timers.job_ids);
 END

@@ -56,7 +56,7 @@ BEGIN
     END IF;
     IF _confirm_payment.currency IS NOT NULL AND _confirm_payment.currency !~ '^[A-Z]{3}$' THEN
         RAISE EXCEPTION 'currency must be a three-letter ISO 4217 code such as "EUR", got "%"',
-            left(_confirm_payment.currency, 16)
+            ordertimeout._shown(_confirm_payment.currency, 16)
             USING ERRCODE = 'OT128';
     END IF;
 

@@ -19,7 +19,7 @@ BEGIN
     END IF;
     IF put_payment_method.method !~ '^[a-z][a-z0-9_]{0,31}$' THEN
         RAISE EXCEPTION 'method must be 1 to 32 lower-case letters, digits or _, starting with a letter, got "%"',
-            left(put_payment_method.method, 64)
+            ordertimeout._shown(put_payment_method.method, 64)
             USING ERRCODE = 'OT161';
     END IF;
     IF put_payment_method.paying_window IS NULL THEN
@@ -33,7 +33,7 @@ BEGIN
     END IF;
     IF put_payment_method.late_payment NOT IN ('reinstate', 'refund', 'manual') THEN
         RAISE EXCEPTION 'late_payment must be "reinstate", "refund", "manual" or NULL (settings.late_payment), got "%"',
-            left(put_payment_method.late_payment, 32)
+            ordertimeout._shown(put_payment_method.late_payment, 32)
             USING ERRCODE = 'OT163';
     END IF;
 

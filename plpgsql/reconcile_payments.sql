@@ -77,7 +77,7 @@ BEGIN
     END IF;
     IF reconcile_payments.source IS NOT NULL AND reconcile_payments.source !~ '^[a-z][a-z0-9_:.-]{0,63}$' THEN
         RAISE EXCEPTION 'source must be 1 to 64 characters a-z, 0-9, _ : . -, starting with a letter, got "%"',
-            left(reconcile_payments.source, 64)
+            ordertimeout._shown(reconcile_payments.source, 64)
             USING ERRCODE = 'OT173';
     END IF;
     -- The watermark says "reconciled up to here", and continuous
@@ -119,7 +119,7 @@ BEGIN
          WHERE k NOT IN ('payment_id', 'order_id', 'amount', 'currency', 'status', 'at', 'line') ORDER BY 1 LIMIT 1;
         IF v_key IS NOT NULL THEN
             RAISE EXCEPTION 'line %: unknown field "%" (allowed: payment_id, order_id, amount, currency, status, at, line)',
-                v_line, left(v_key, 64) USING ERRCODE = 'OT171';
+                v_line, ordertimeout._shown(v_key, 64) USING ERRCODE = 'OT171';
         END IF;
         IF jsonb_typeof(v_row.value -> 'payment_id') IS DISTINCT FROM 'string'
            OR NOT ordertimeout._is_identifier(v_row.value ->> 'payment_id', 128) THEN
@@ -132,7 +132,7 @@ BEGIN
         v_amount := ordertimeout._parse_amount(v_row.value -> 'amount');
         IF v_amount IS NULL THEN
             RAISE EXCEPTION 'line %: amount must be a decimal number from 0 to below 10^15 with at most 6 decimals, got %',
-                v_line, left(coalesce(v_row.value ->> 'amount', 'nothing'), 40) USING ERRCODE = 'OT171';
+                v_line, ordertimeout._shown(coalesce(v_row.value ->> 'amount', 'nothing'), 40) USING ERRCODE = 'OT171';
         END IF;
         IF jsonb_typeof(v_row.value -> 'currency') IS DISTINCT FROM 'string'
            OR (v_row.value ->> 'currency') !~ '^[A-Z]{3}$' THEN

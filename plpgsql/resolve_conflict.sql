@@ -49,7 +49,7 @@ BEGIN
                      WHEN 'manual' THEN 'manual'
                  END;
     IF v_outcome IS NULL THEN
-        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', left(resolve_conflict.resolution, 32)
+        RAISE EXCEPTION 'resolution must be "reinstate", "refund" or "manual", got "%"', ordertimeout._shown(resolve_conflict.resolution, 32)
             USING ERRCODE = 'OT131';
     END IF;
 
