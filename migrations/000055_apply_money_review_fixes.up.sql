@@ -20,7 +20,9 @@
 -- migration stops if conflicts already share one). purge_orders now keeps
 -- the payment ids of the orders it deletes (purged_payments): a callback of
 -- one, after a new order took the order id, was confirmed for the new order;
--- it is refused (OT176), and reconcile_payments reports it as other_order.
+-- it is refused (OT176), as is a begin_payment under such an id (its
+-- callback would then pay the new order), and reconcile_payments reports it
+-- as other_order.
 -- extend_deadline and a failed payment's return to PENDING write the
 -- expiring-soon reminder of the new deadline version (_schedule_reminder):
 -- the old one was moot, and the order got none.
@@ -35,11 +37,13 @@
 -- characters written as \uXXXX, so a message cannot forge a log line or hide
 -- text behind a bidi override.
 --
--- New functions: _schedule_reminder, _shown, _refund_of_another.
+-- New functions: _schedule_reminder, _shown, _refund_of_another,
+--   _refuse_purged_payment.
 -- Functions replaced: _discard_malformed_timers, _normalize_items,
 --   _normalize_options, _payment_method, _confirm_payment, _back_to_pending,
---   configure, create_order, extend_deadline, finish_refund, preview_due,
---   purge_orders, put_payment_method, reconcile_payments, resolve_conflict.
+--   begin_payment, configure, create_order, extend_deadline, finish_refund,
+--   preview_due, purge_orders, put_payment_method, reconcile_payments,
+--   resolve_conflict.
 
 -- Hand-written, from migrations/hand/000055_apply_money_review_fixes.up-prelude.sql:
 
@@ -413,7 +417,6 @@ DECLARE
     v_detail     jsonb;
     v_order      ordertimeout.orders;
     v_event_id   bigint;
-    v_purged     ordertimeout.purged_payments;
 BEGIN
     -- Each check helper runs only when its argument fails the quick test
     -- (see plpgsql/checks.sql), and raises the error naming the field.
@@ -446,13 +449,8 @@ BEGIN
     IF NOT FOUND THEN
         -- A payment of an order that purge_orders deleted: its order id may
         -- have been given to a new order since, which this money is not for.
-        SELECT g.* INTO v_purged
-        FROM ordertimeout.purged_payments AS g
-        WHERE g.payment_id = _confirm_payment.payment_id;
-        IF FOUND THEN
-            RAISE EXCEPTION 'payment_id "%" was of order "%", purged at %: not recorded for this order (a person checks it at the gateway)',
-                _confirm_payment.payment_id, v_purged.order_id, v_purged.purged_at
-                USING ERRCODE = 'OT176';
+        IF EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = _confirm_payment.payment_id) THEN
+            PERFORM ordertimeout._refuse_purged_payment(_confirm_payment.payment_id, _confirm_payment.order_id);
         END IF;
     ELSIF v_pay_order <> _confirm_payment.order_id THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
@@ -724,6 +722,179 @@ BEGIN
         USING ERRCODE = 'OT177';
 END
 $$;
+
+CREATE FUNCTION ordertimeout._refuse_purged_payment(payment_id text, order_id text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged ordertimeout.purged_payments;
+BEGIN
+    SELECT g.* INTO v_purged
+    FROM ordertimeout.purged_payments AS g
+    WHERE g.payment_id = _refuse_purged_payment.payment_id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" was of order "%", purged at %: it is not a payment of order "%" (a person checks it at the gateway)',
+            _refuse_purged_payment.payment_id, v_purged.order_id, v_purged.purged_at, _refuse_purged_payment.order_id
+            USING ERRCODE = 'OT176';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ordertimeout.begin_payment(
+    order_id      text,
+    payment_id    text,
+    paying_window interval DEFAULT NULL,
+    method        text DEFAULT NULL)
+RETURNS ordertimeout.order_state
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now         timestamptz := clock_timestamp();
+    v_window      interval;
+    v_status      text;
+    v_expire      timestamptz;
+    v_timer       bigint;
+    v_pay_order   text;
+    v_pay_status  text;
+    v_until       timestamptz;
+    v_gw_expire   timestamptz;
+    v_job_id      bigint;
+    v_method      text;
+    v_grace       interval;
+    v_order       ordertimeout.orders;
+    v_event_id    bigint;
+BEGIN
+    -- Each check helper runs only when its argument fails the quick test
+    -- (see plpgsql/checks.sql), and raises the error naming the field.
+    IF NOT ordertimeout._is_identifier(begin_payment.order_id, 64) THEN
+        PERFORM ordertimeout._check_order_id(begin_payment.order_id);
+    END IF;
+    IF NOT ordertimeout._is_identifier(begin_payment.payment_id, 128) THEN
+        PERFORM ordertimeout._check_payment_id(begin_payment.payment_id);
+    END IF;
+    IF NOT ordertimeout._is_duration(begin_payment.paying_window, interval '30 days') THEN
+        PERFORM ordertimeout._check_interval('paying_window', begin_payment.paying_window, interval '30 days', 'OT125');
+    END IF;
+    IF begin_payment.method IS NOT NULL THEN
+        PERFORM ordertimeout._payment_method('method', begin_payment.method);
+    END IF;
+
+    v_order := ordertimeout._lock_order(begin_payment.order_id);
+    v_status := v_order.status;
+    v_expire := v_order.expire_at;
+    v_timer := v_order.timer_job_id;
+    v_method := coalesce(begin_payment.method, v_order.payment_method);
+
+    SELECT p.order_id, p.status INTO v_pay_order, v_pay_status
+    FROM ordertimeout.payments AS p
+    WHERE p.payment_id = begin_payment.payment_id;
+    IF FOUND THEN
+        IF v_pay_order <> begin_payment.order_id THEN
+            RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+                USING ERRCODE = 'OT124';
+        END IF;
+        IF v_status = 'PAYING' AND v_pay_status = 'started' THEN
+            RETURN ordertimeout._order_state(begin_payment.order_id, false);   -- the same call again
+        END IF;
+        RAISE EXCEPTION 'payment_id "%" is already %; order "%" is %',
+            begin_payment.payment_id, v_pay_status, begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+    -- No row: a payment id of a purged order is not a new payment's either
+    -- (a late callback of the old one would then pay this order).
+    IF EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = begin_payment.payment_id) THEN
+        PERFORM ordertimeout._refuse_purged_payment(begin_payment.payment_id, begin_payment.order_id);
+    END IF;
+
+    IF v_status NOT IN ('PENDING', 'PAYING') THEN
+        RAISE EXCEPTION 'order "%" is %: it takes no payment', begin_payment.order_id, v_status
+            USING ERRCODE = 'OT123';
+    END IF;
+    IF v_expire <= v_now THEN
+        RAISE EXCEPTION 'order "%" expired at %: start no payment for it', begin_payment.order_id, v_expire
+            USING ERRCODE = 'OT122';
+    END IF;
+
+    SELECT coalesce(begin_payment.paying_window, m.paying_window, s.paying_window), s.grace
+    INTO v_window, v_grace
+    FROM ordertimeout.settings AS s
+    LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
+
+    -- The payment check at paying_until: the sidecar asks the gateway.
+    v_gw_expire := v_now + v_window;
+    v_until := v_gw_expire + v_grace;
+    v_job_id := ordertimeout._insert_job(
+        'ordertimeout_payment_check',
+        jsonb_build_object('order_id', begin_payment.order_id, 'payment_id', begin_payment.payment_id),
+        'ordertimeout',
+        v_until);
+
+    UPDATE ordertimeout.orders AS o
+    SET status = 'PAYING',
+        paying_until = greatest(o.paying_until, v_until),
+        gateway_expire_at = greatest(o.gateway_expire_at, v_gw_expire),
+        cancel_at = greatest(o.cancel_at, v_until),
+        payment_method = v_method,
+        payment_attempted = true,
+        deadline_version = o.deadline_version + 1,
+        timer_job_id = v_job_id,
+        check_job_id = NULL
+    WHERE o.order_id = begin_payment.order_id
+      AND o.status IN ('PENDING', 'PAYING')
+      AND o.expire_at > v_now
+    RETURNING o.* INTO v_order;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'order "%" changed while starting the payment', begin_payment.order_id
+            USING ERRCODE = 'OT123';
+    END IF;
+
+    -- A row under this payment_id now is another order's, written since the
+    -- look above (two orders given the same payment_id at once): every
+    -- transition of this order holds its lock, so none of ours can be.
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now)
+    ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id
+            USING ERRCODE = 'OT124';
+    END IF;
+
+    IF v_status = 'PENDING' THEN
+        PERFORM ordertimeout._drop_timer(v_timer);
+    END IF;
+    v_event_id := ordertimeout._log_event(begin_payment.order_id, v_status, 'PAYING', 'payment', v_now,
+        jsonb_build_object('payment_id', begin_payment.payment_id, 'paying_until', v_until,
+                           'gateway_expire_at', v_gw_expire, 'method', v_method));
+
+    -- The answer from the row the UPDATE returned: its items are the
+    -- normalized list create_order stored in request (the same objects, in
+    -- the same sku order, as _order_state aggregates from order_items); only
+    -- the open conflicts need a look. One difference: the list is in sku
+    -- order by the collation of the day the order was created, so after a
+    -- change of the database's collation (a dump restored under another one,
+    -- a glibc or ICU upgrade) an order created before it can list its items
+    -- here in the old order where order_info sorts again; create_order's own
+    -- answer and its idempotency check already hold the order to that stored
+    -- list.
+    RETURN ordertimeout._state_of(
+        v_order, false, v_order.request -> 'items',
+        (SELECT count(*)::integer
+           FROM ordertimeout.conflicts AS c
+          WHERE c.order_id = begin_payment.order_id
+            AND c.resolution IS NULL));
+END
+$$;
+
+COMMENT ON FUNCTION ordertimeout.begin_payment(text, text, interval, text) IS
+    'PENDING -> PAYING before the buyer is sent to the gateway, with the paying window of the call, else of the payment method, else of the settings; returns gateway_expire_at, the expiry to give the gateway; refused once the order has expired; the timeout no longer applies while PAYING and never comes before gateway_expire_at + grace';
 
 CREATE OR REPLACE FUNCTION ordertimeout.configure(
     default_timeout interval DEFAULT NULL,
@@ -1155,6 +1326,14 @@ BEGIN
             SELECT c.conflict_id, c.payment_id INTO v_other, v_other_payment
             FROM ordertimeout.conflicts AS c
             WHERE c.refund_id = finish_refund.refund_id;
+            IF NOT FOUND THEN
+                -- Recorded by a transaction that committed after this one's
+                -- snapshot (REPEATABLE READ or SERIALIZABLE): called again,
+                -- the call sees it and names it.
+                RAISE EXCEPTION 'refund_id "%" was recorded for another conflict by a transaction this one cannot see: call again',
+                    finish_refund.refund_id
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
             PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
                                                     finish_refund.refund_id, v_other, v_other_payment);
     END;
@@ -1605,11 +1784,11 @@ BEGIN
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
         ELSIF v_pay.payment_id IS NULL
               AND EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = reconcile_payments.payment_id) THEN
-            -- The payment of a purged order whose id a new order has taken:
-            -- not this order's money.
+            -- The payment of a purged order (whose id a new order may have
+            -- taken): not this order's money.
             outcome := 'other_order';
-            SELECT format('payment %s was of an earlier order %s, purged at %s; the order of that id here is another',
-                          g.payment_id, g.order_id, g.purged_at)
+            SELECT format('payment %s was of order %s, purged at %s: not a payment of order %s here',
+                          g.payment_id, g.order_id, g.purged_at, reconcile_payments.order_id)
             INTO detail
             FROM ordertimeout.purged_payments AS g
             WHERE g.payment_id = reconcile_payments.payment_id;
@@ -1893,3 +2072,4 @@ COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text, text) IS
 REVOKE ALL ON FUNCTION ordertimeout._schedule_reminder(text, integer, timestamptz, interval, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._shown(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout._refund_of_another(bigint, text, text, bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION ordertimeout._refuse_purged_payment(text, text) FROM PUBLIC;

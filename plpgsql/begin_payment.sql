@@ -70,6 +70,11 @@ BEGIN
             begin_payment.payment_id, v_pay_status, begin_payment.order_id, v_status
             USING ERRCODE = 'OT123';
     END IF;
+    -- No row: a payment id of a purged order is not a new payment's either
+    -- (a late callback of the old one would then pay this order).
+    IF EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = begin_payment.payment_id) THEN
+        PERFORM ordertimeout._refuse_purged_payment(begin_payment.payment_id, begin_payment.order_id);
+    END IF;
 
     IF v_status NOT IN ('PENDING', 'PAYING') THEN
         RAISE EXCEPTION 'order "%" is %: it takes no payment', begin_payment.order_id, v_status

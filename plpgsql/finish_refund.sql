@@ -93,6 +93,14 @@ BEGIN
             SELECT c.conflict_id, c.payment_id INTO v_other, v_other_payment
             FROM ordertimeout.conflicts AS c
             WHERE c.refund_id = finish_refund.refund_id;
+            IF NOT FOUND THEN
+                -- Recorded by a transaction that committed after this one's
+                -- snapshot (REPEATABLE READ or SERIALIZABLE): called again,
+                -- the call sees it and names it.
+                RAISE EXCEPTION 'refund_id "%" was recorded for another conflict by a transaction this one cannot see: call again',
+                    finish_refund.refund_id
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
             PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
                                                     finish_refund.refund_id, v_other, v_other_payment);
     END;

@@ -41,7 +41,6 @@ DECLARE
     v_detail     jsonb;
     v_order      ordertimeout.orders;
     v_event_id   bigint;
-    v_purged     ordertimeout.purged_payments;
 BEGIN
     -- Each check helper runs only when its argument fails the quick test
     -- (see plpgsql/checks.sql), and raises the error naming the field.
@@ -74,13 +73,8 @@ BEGIN
     IF NOT FOUND THEN
         -- A payment of an order that purge_orders deleted: its order id may
         -- have been given to a new order since, which this money is not for.
-        SELECT g.* INTO v_purged
-        FROM ordertimeout.purged_payments AS g
-        WHERE g.payment_id = _confirm_payment.payment_id;
-        IF FOUND THEN
-            RAISE EXCEPTION 'payment_id "%" was of order "%", purged at %: not recorded for this order (a person checks it at the gateway)',
-                _confirm_payment.payment_id, v_purged.order_id, v_purged.purged_at
-                USING ERRCODE = 'OT176';
+        IF EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = _confirm_payment.payment_id) THEN
+            PERFORM ordertimeout._refuse_purged_payment(_confirm_payment.payment_id, _confirm_payment.order_id);
         END IF;
     ELSIF v_pay_order <> _confirm_payment.order_id THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
@@ -356,5 +350,30 @@ BEGIN
         _refund_of_another.refund_id, _refund_of_another.other, _refund_of_another.other_payment,
         _refund_of_another.conflict_id, _refund_of_another.payment_id
         USING ERRCODE = 'OT177';
+END
+$$;
+
+-- _refuse_purged_payment raises OT176 when payment_id was a payment of an
+-- order that purge_orders deleted (purged_payments), for order_id: that
+-- order id may belong to a new order now, and the payment is not its money.
+-- begin_payment and _confirm_payment call it only when no payments row has
+-- the id, after a quick look of their own.
+CREATE FUNCTION ordertimeout._refuse_purged_payment(payment_id text, order_id text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged ordertimeout.purged_payments;
+BEGIN
+    SELECT g.* INTO v_purged
+    FROM ordertimeout.purged_payments AS g
+    WHERE g.payment_id = _refuse_purged_payment.payment_id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" was of order "%", purged at %: it is not a payment of order "%" (a person checks it at the gateway)',
+            _refuse_purged_payment.payment_id, v_purged.order_id, v_purged.purged_at, _refuse_purged_payment.order_id
+            USING ERRCODE = 'OT176';
+    END IF;
 END
 $$;

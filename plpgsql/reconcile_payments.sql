@@ -226,11 +226,11 @@ BEGIN
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
         ELSIF v_pay.payment_id IS NULL
               AND EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = reconcile_payments.payment_id) THEN
-            -- The payment of a purged order whose id a new order has taken:
-            -- not this order's money.
+            -- The payment of a purged order (whose id a new order may have
+            -- taken): not this order's money.
             outcome := 'other_order';
-            SELECT format('payment %s was of an earlier order %s, purged at %s; the order of that id here is another',
-                          g.payment_id, g.order_id, g.purged_at)
+            SELECT format('payment %s was of order %s, purged at %s: not a payment of order %s here',
+                          g.payment_id, g.order_id, g.purged_at, reconcile_payments.order_id)
             INTO detail
             FROM ordertimeout.purged_payments AS g
             WHERE g.payment_id = reconcile_payments.payment_id;

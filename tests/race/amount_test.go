@@ -2,8 +2,10 @@ package race_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
@@ -95,4 +97,62 @@ func TestALateAmountIsNeverDropped(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, 'reinstate')`, id).Scan(&answer))
 	require.Equal(t, "reinstated", answer, "the exact late payment is reinstated, not refunded")
 	require.Equal(t, "PAID", status(ctx, t, pool, "race"))
+}
+
+// TestOneRefundIDUnderRepeatableRead: two finish_refund calls with the same
+// refund_id for two conflicts. The second, under REPEATABLE READ with a
+// snapshot older than the first's commit, meets the unique constraint and
+// cannot see the row it met: it fails with 40001 (not an OT177 naming
+// nothing, as a review found), and called again it gets OT177 naming the
+// first conflict.
+func TestOneRefundIDUnderRepeatableRead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+	exec(`SELECT ordertimeout.put_stock('A', 1000)`)
+	ids := map[string]int64{}
+	for _, o := range []string{"f1", "f2"} {
+		exec(`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`, o)
+		exec(`SELECT ordertimeout.cancel_order($1)`, o)
+		exec(`SELECT ordertimeout.confirm_payment($1, $1 || '-p', 10, 'EUR')`, o)
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = $1`, o).Scan(&id))
+		exec(`SELECT ordertimeout.resolve_conflict($1, 'refund')`, id)
+		ids[o] = id
+	}
+
+	first := connect(ctx, t, url)
+	ftx, err := first.Begin(ctx)
+	require.NoError(t, err)
+	_, err = ftx.Exec(ctx, `SELECT ordertimeout.finish_refund($1, 'RF-D')`, ids["f1"])
+	require.NoError(t, err)
+
+	second := connect(ctx, t, url)
+	pid := backendPID(ctx, t, second)
+	stx, err := second.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	require.Equal(t, 2, queryInt(ctx, t, stx, `SELECT count(*)::integer FROM ordertimeout.conflicts`), "the snapshot is taken")
+	done := make(chan error, 1)
+	go func() {
+		_, err := stx.Exec(ctx, `SELECT ordertimeout.finish_refund($1, 'RF-D')`, ids["f2"])
+		done <- err
+	}()
+	waitUntilQueued(ctx, t, pool, pid, done, "the second finish_refund")
+	require.NoError(t, ftx.Commit(ctx))
+	require.Equal(t, sqlstate.SerializationFailure, sqlstate.Code(<-done), "a row the snapshot cannot see: 40001")
+	require.NoError(t, stx.Rollback(ctx))
+
+	_, err = pool.Exec(ctx, `SELECT ordertimeout.finish_refund($1, 'RF-D')`, ids["f2"])
+	require.Equal(t, sqlstate.RefundOfAnother, sqlstate.Code(err))
+	require.ErrorContains(t, err, fmt.Sprintf("recorded for conflict %d (payment \"f1-p\")", ids["f1"]))
+	var state string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM ordertimeout.conflicts WHERE conflict_id = $1`, ids["f2"]).Scan(&state))
+	require.Equal(t, "refunding", state, "nothing recorded")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // Behaviours of an order (Behaviour.Behaviour).
@@ -39,6 +40,10 @@ const (
 
 // callbackTimeout bounds one callback into the database.
 const callbackTimeout = 10 * time.Second
+
+// callbackTries is how many times a callback the database asks to be made
+// again is made.
+const callbackTries = 5
 
 // Behaviour is the body of POST /_fake/orders/{order_id} and of POST
 // /_fake/gateway.
@@ -289,7 +294,9 @@ func (s *Server) completeLate(orderID string) {
 }
 
 // callback tells the shop (the database) about a payment, as a shop's
-// callback handler would.
+// callback handler would. A call the database asks to be made again
+// (40001, 40P01) is made again, up to callbackTries times, as a gateway
+// delivers a callback again after the shop's handler failed.
 func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency, paid bool) error {
 	if s.DB == nil {
 		return nil
@@ -298,11 +305,20 @@ func (s *Server) callback(ctx context.Context, orderID, paymentID string, amount
 		result string
 		err    error
 	)
-	if paid {
-		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
-			orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
-	} else {
-		err = s.DB.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", orderID, paymentID).Scan(&result)
+	for try := 1; ; try++ {
+		if paid {
+			err = s.DB.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
+				orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
+		} else {
+			err = s.DB.QueryRow(ctx, "SELECT ordertimeout.fail_payment($1, $2)", orderID, paymentID).Scan(&result)
+		}
+		if try == callbackTries || !sqlstate.Is(err, sqlstate.SerializationFailure, sqlstate.DeadlockDetected) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
 	}
 	s.mu.Lock()
 	s.stats.Callbacks++

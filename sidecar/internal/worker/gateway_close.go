@@ -74,6 +74,14 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
+	if result == notOurs {
+		// Not this order's money: a payment of a purged order under its id.
+		// The gateway answers the same to every close; a person looks.
+		w.Logger.Error("gateway answers the close with a payment of a purged order under this order's id: not recorded, check it at the gateway",
+			"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", r.PaymentID)
+		w.outcome(job.Kind, "paid_"+result)
+		return nil
+	}
 	w.Logger.Warn("buyer paid a cancelled order before the close", "kind", job.Kind, "job_id", job.ID,
 		"order_id", a.OrderID, "payment_id", r.PaymentID, "result", result)
 	w.outcome(job.Kind, "paid_"+result)

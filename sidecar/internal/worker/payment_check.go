@@ -89,24 +89,32 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, g.PaymentID, g.Amount, g.Currency)
+		confirmed, err := confirmPaid(ctx, w.Pool, a.OrderID, st, g.PaymentID, g.Amount, g.Currency)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}
-		log.Info("gateway says paid", "gateway_payment_id", g.PaymentID, "result", result)
-		if result != "conflict" || g.PaymentID == a.PaymentID {
+		log.Info("gateway says paid", "gateway_payment_id", g.PaymentID, "result", confirmed)
+		if confirmed == "paid" || (confirmed == "conflict" && g.PaymentID == a.PaymentID) {
 			// Paid; or this payment itself was refused, and
 			// confirm_payment ended the attempt with the conflict.
-			w.outcome(job.Kind, result)
+			w.outcome(job.Kind, confirmed)
 			return nil
 		}
-		// A repeat answers "conflict" too, so a retry of this job after
+		// Another payment refused (a conflict), or one of a purged order
+		// under this order's id (not ours): this attempt is not paid. A
+		// repeat answers "conflict" too, so a retry of this job after
 		// the confirmation committed still fails the attempt; a payment
 		// of this attempt that comes later is a conflict or pays the
 		// order, as after any failure.
-		result, err = w.failPayment(ctx, a)
+		result, err := w.failPayment(ctx, a)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
+		}
+		if confirmed == notOurs {
+			log.Warn("gateway says paid by a payment of a purged order under this order's id: not this order's money; attempt failed",
+				"gateway_payment_id", g.PaymentID, "result", result)
+			w.outcome(job.Kind, "not_ours_failed_"+result)
+			return nil
 		}
 		log.Info("gateway says paid by another payment, refused: attempt failed",
 			"gateway_payment_id", g.PaymentID, "result", result)

@@ -82,7 +82,13 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 		}
 		// The database refused the money for this order (a wrong amount):
 		// it is a conflict now, refunded by the conflict flow, and the order
-		// is as unpaid as before. Its timeout applies.
+		// is as unpaid as before. Or the payment is of a purged order under
+		// this order's id (not ours): nothing recorded, and the order is as
+		// unpaid as before. Its timeout applies.
+		if result == notOurs {
+			log.Warn("the gateway's payment is of a purged order under this order's id: not this order's money",
+				"payment_id", g.PaymentID)
+		}
 		return w.cancel(ctx, job, "payment refused: "+g.PaymentID)
 	case gateway.StatusFailed:
 		return w.cancel(ctx, job, g.Status)

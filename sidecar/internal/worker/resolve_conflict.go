@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -105,6 +106,22 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			return nil
 		case "reinstate":
 			outcome, err := w.resolve(ctx, id, "reinstate")
+			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil {
+				// A late payment recorded without its amount cannot be
+				// reinstated: the gateway is asked for it before the
+				// payment is refunded instead. Learned, the conflict is
+				// read and tried once more.
+				learned, lerr := w.learnAmount(ctx, log, c)
+				if lerr != nil {
+					return retry(ctx, w.Deps, job, true, lerr)
+				}
+				if learned {
+					if found, rerr := w.readConflict(ctx, id, &c); rerr != nil || !found {
+						return retry(ctx, w.Deps, job, true, cmp.Or(rerr, fmt.Errorf("conflict %d is gone: read again", id)))
+					}
+					outcome, err = w.resolve(ctx, id, "reinstate")
+				}
+			}
 			switch {
 			case sqlstate.Is(err, sqlstate.CannotReinstate):
 				log.Info("cannot reinstate, refunding instead", "reason", err)
@@ -153,6 +170,36 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		}
 	}
 	return w.refund(ctx, job, log, id, c)
+}
+
+// learnAmount asks the gateway for the payment of conflict c, recorded
+// without an amount, and confirms it again with the gateway's amount and
+// currency, which the open conflict learns (confirm_payment). It says
+// whether the amount was learned: not when the gateway names another
+// payment or none, or gives no amount. An unavailable gateway, a bad answer
+// or a confirmation to be called again (40001: another transaction holds
+// the conflict) is an error, and the job comes back: a refund would need the
+// gateway too.
+func (w *ResolveConflictWorker) learnAmount(ctx context.Context, log *slog.Logger, c conflict) (bool, error) {
+	ref, err := gatewayRef(ctx, w.Pool, c.OrderID)
+	if err != nil {
+		return false, err
+	}
+	g, err := w.Gateway.Order(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("ask the gateway for the amount of payment %q: %w", c.PaymentID, err)
+	}
+	if g.Status != gateway.StatusPaid || g.PaymentID != c.PaymentID || g.Amount == "" {
+		log.Info("the gateway does not give the late payment's amount: refunding it whole",
+			"gateway_status", g.Status, "gateway_payment_id", g.PaymentID)
+		return false, nil
+	}
+	result, err := confirmPayment(ctx, w.Pool, c.OrderID, c.PaymentID, g.Amount, g.Currency)
+	if err != nil {
+		return false, err
+	}
+	log.Info("late payment's amount learned from the gateway", "amount", string(g.Amount), "currency", string(g.Currency), "result", result)
+	return result == "conflict", nil
 }
 
 // readConflict reads what a resolution needs of conflict id into c.

@@ -254,20 +254,31 @@ func confirmPaid(ctx context.Context, db *pgxpool.Pool, orderID string, st order
 	return confirmPayment(ctx, db, orderID, paymentID, amount, currency)
 }
 
+// notOurs is confirmPayment's answer for a payment of a purged order.
+const notOurs = "not_ours"
+
 // confirmPayment calls ordertimeout.confirm_payment with the gateway's
 // amount and currency (either may be unknown: the database then takes the
 // order's currency): "paid" or "conflict". A payment id, amount or currency
 // the database refuses (SQLSTATE OT121, OT126, OT128), a payment id that
-// belongs to another order (OT124) or to a purged order (OT176), and an
-// amount or currency other than a payment already confirmed here has (OT157)
-// came from the gateway's answer,
+// belongs to another order (OT124), and an amount or currency other than a
+// payment already confirmed here has (OT157) came from the gateway's answer,
 // so it is a bad answer too: counted, logged as an error, and asked again later like
 // any other, not handed to River's retries as a database error.
+//
+// A payment of a purged order (OT176) is not this order's money: the gateway
+// reports the old order's payment under an order id that a new order has
+// taken. The answer is notOurs, with no error: nothing is recorded, and the
+// caller goes on as for an order the gateway holds no payment of (asking
+// again would get the same answer, forever).
 func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
 	var result string
 	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
 		orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
-	if sqlstate.Is(err, sqlstate.InvalidPaymentID, sqlstate.InvalidAmount, sqlstate.InvalidCurrency, sqlstate.PaymentOfOtherOrder, sqlstate.OtherMoneyForPayment, sqlstate.PaymentOfPurgedOrder) {
+	if sqlstate.Is(err, sqlstate.PaymentOfPurgedOrder) {
+		return notOurs, nil
+	}
+	if sqlstate.Is(err, sqlstate.InvalidPaymentID, sqlstate.InvalidAmount, sqlstate.InvalidCurrency, sqlstate.PaymentOfOtherOrder, sqlstate.OtherMoneyForPayment) {
 		return "", fmt.Errorf("confirm payment %q of order %q: the database refuses the gateway's answer: %w: %w", paymentID, orderID, err, gateway.ErrBadAnswer)
 	}
 	if err != nil {

@@ -1,0 +1,54 @@
+package sidecar_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+)
+
+// A late payment recorded without its amount (a callback that did not say
+// it) cannot be reinstated: the order has an amount, and money is exact. The
+// resolve job asks the gateway for the payment's amount first; the gateway
+// has it (10 EUR, the order's), the conflict learns it, and the order is
+// reinstated. Before, the payment was refunded whole at once, even when the
+// amount came a moment later (a review's race: the callback bringing it met
+// the resolver's lock, and its retry found the conflict refunding).
+func TestLatePaymentWithoutAmountAsksTheGateway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.CreateOrder(t, e.db, "LA1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('LA1')")
+	require.NoError(t, e.fake.Set(bg, "LA1", fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "PLA1", Amount: "10", Currency: "EUR"}))
+	var got string
+	require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('LA1', 'PLA1')").Scan(&got))
+	require.Equal(t, "conflict", got, "a late payment without an amount")
+
+	sidecartest.Start(t, e.config("s1"))
+	sidecartest.WaitStatus(t, e.db, "LA1", "PAID", 20*time.Second)
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE resolution = 'reinstated' AND amount = 10 AND currency = 'EUR'`), "learned, then reinstated")
+	require.Zero(t, e.fake.Stats().RefundRequests, "no refund asked")
+}
+
+// When the gateway names no such payment, the late payment of unknown
+// amount is refunded whole, as before.
+func TestLatePaymentWithoutAmountUnknownToTheGatewayIsRefunded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.CreateOrder(t, e.db, "LB1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('LB1')")
+	var got string
+	require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('LB1', 'PLB1')").Scan(&got))
+	require.Equal(t, "conflict", got)
+
+	sidecartest.Start(t, e.config("s1"))
+	sidecartest.Eventually(t, 20*time.Second, "the payment refunded", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts WHERE resolution = 'refunded'`) == 1, nil
+	})
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "LB1"))
+}
