@@ -1,12 +1,16 @@
 package sidecar_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 )
 
@@ -51,4 +55,52 @@ func TestLatePaymentWithoutAmountUnknownToTheGatewayIsRefunded(t *testing.T) {
 		return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts WHERE resolution = 'refunded'`) == 1, nil
 	})
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "LB1"))
+}
+
+// What the gateway's lookup cannot settle leaves the refund as it was: a
+// currency other than the payment's here (confirm_payment refuses it, OT157),
+// or a lookup the gateway answers with an error that asking again would not
+// change (a record expired there: 404). The payment is refunded whole. A
+// review found a first version snoozing on both forever, never refunding.
+func TestLatePaymentWithoutAmountRefundedWhenTheLookupCannotTell(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		currency string
+		lookup   int // the status of GET /v1/orders/..., 0: the fake's own answer
+	}{
+		{name: "another currency", currency: "USD"},
+		{name: "lookup refused", currency: "EUR", lookup: http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			sidecartest.CreateOrder(t, e.db, "LC1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+			sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('LC1')")
+			require.NoError(t, e.fake.Set(bg, "LC1", fakegateway.Behaviour{
+				Behaviour: fakegateway.Silent, PaymentID: "PLC1", Amount: "10", Currency: gateway.Currency(tc.currency)}))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.lookup != 0 && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/orders/") {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.lookup)
+					_, _ = w.Write([]byte(`{"error":"order not found"}`))
+					return
+				}
+				e.fake.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			var got string
+			require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('LC1', 'PLC1')").Scan(&got))
+			require.Equal(t, "conflict", got)
+
+			cfg := e.config("s1")
+			cfg.GatewayURL = srv.URL
+			sidecartest.Start(t, cfg)
+			sidecartest.Eventually(t, 20*time.Second, "the payment refunded whole", func() (bool, error) {
+				return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+					WHERE resolution = 'refunded' AND amount IS NULL`) == 1, nil
+			})
+			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "LC1"))
+		})
+	}
 }

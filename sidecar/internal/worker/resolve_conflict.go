@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -176,16 +177,23 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 // without an amount, and confirms it again with the gateway's amount and
 // currency, which the open conflict learns (confirm_payment). It says
 // whether the amount was learned: not when the gateway names another
-// payment or none, or gives no amount. An unavailable gateway, a bad answer
-// or a confirmation to be called again (40001: another transaction holds
-// the conflict) is an error, and the job comes back: a refund would need the
-// gateway too.
+// payment or none, gives no amount, answers the lookup with something
+// unusable or refused (a record expired at the gateway, a Stripe payment of
+// another order), or says another currency than the payment has here
+// (OT157): then the payment is refunded whole, as it always was. Only what
+// passes is an error, and the job comes back: an unavailable or throttled
+// gateway (a refund would need it too), or a confirmation to be called
+// again (40001: another transaction holds the conflict).
 func (w *ResolveConflictWorker) learnAmount(ctx context.Context, log *slog.Logger, c conflict) (bool, error) {
 	ref, err := gatewayRef(ctx, w.Pool, c.OrderID)
 	if err != nil {
 		return false, err
 	}
 	g, err := w.Gateway.Order(ctx, ref)
+	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
+		log.Warn("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("ask the gateway for the amount of payment %q: %w", c.PaymentID, err)
 	}
@@ -195,6 +203,10 @@ func (w *ResolveConflictWorker) learnAmount(ctx context.Context, log *slog.Logge
 		return false, nil
 	}
 	result, err := confirmPayment(ctx, w.Pool, c.OrderID, c.PaymentID, g.Amount, g.Currency)
+	if errors.Is(err, gateway.ErrBadAnswer) {
+		log.Warn("the gateway's amount or currency contradicts the payment here: refunding it whole", "error", err)
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
