@@ -57,20 +57,25 @@ func TestLatePaymentWithoutAmountUnknownToTheGatewayIsRefunded(t *testing.T) {
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "LB1"))
 }
 
-// What the gateway's lookup cannot settle leaves the refund as it was: a
-// currency other than the payment's here (confirm_payment refuses it, OT157),
-// or a lookup the gateway answers with an error that asking again would not
-// change (a record expired there: 404). The payment is refunded whole. A
-// review found a first version snoozing on both forever, never refunding.
+// What the gateway's lookup cannot settle leaves the refund as it was: an
+// amount or currency other than the order's (only the order's exact amount
+// lets the payment be reinstated, and a refund never carries an amount that
+// only a lookup said: a review had a lookup's 0 refund nothing), or a lookup
+// the gateway answers with an error that asking again would not change (a
+// record expired there: 404, counted as a bad answer). The payment is
+// refunded whole, its conflict without an amount. A review found a first
+// version snoozing forever on the currency and the 404, never refunding.
 func TestLatePaymentWithoutAmountRefundedWhenTheLookupCannotTell(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
+		amount   string
 		currency string
 		lookup   int // the status of GET /v1/orders/..., 0: the fake's own answer
 	}{
-		{name: "another currency", currency: "USD"},
-		{name: "lookup refused", currency: "EUR", lookup: http.StatusNotFound},
+		{name: "another currency", amount: "10", currency: "USD"},
+		{name: "another amount", amount: "0", currency: "EUR"},
+		{name: "lookup refused", amount: "10", currency: "EUR", lookup: http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,7 +83,7 @@ func TestLatePaymentWithoutAmountRefundedWhenTheLookupCannotTell(t *testing.T) {
 			sidecartest.CreateOrder(t, e.db, "LC1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
 			sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('LC1')")
 			require.NoError(t, e.fake.Set(bg, "LC1", fakegateway.Behaviour{
-				Behaviour: fakegateway.Silent, PaymentID: "PLC1", Amount: "10", Currency: gateway.Currency(tc.currency)}))
+				Behaviour: fakegateway.Silent, PaymentID: "PLC1", Amount: gateway.Amount(tc.amount), Currency: gateway.Currency(tc.currency)}))
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if tc.lookup != 0 && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/orders/") {
 					w.Header().Set("Content-Type", "application/json")
@@ -95,12 +100,18 @@ func TestLatePaymentWithoutAmountRefundedWhenTheLookupCannotTell(t *testing.T) {
 
 			cfg := e.config("s1")
 			cfg.GatewayURL = srv.URL
-			sidecartest.Start(t, cfg)
+			s, _ := sidecartest.Start(t, cfg)
 			sidecartest.Eventually(t, 20*time.Second, "the payment refunded whole", func() (bool, error) {
 				return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
 					WHERE resolution = 'refunded' AND amount IS NULL`) == 1, nil
 			})
 			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "LC1"))
+			badAnswers := sidecartest.Metric(t, s.Registry(), "ordertimeout_gateway_bad_answers_total", "kind", "ordertimeout_resolve_conflict")
+			if tc.lookup != 0 {
+				require.EqualValues(t, 1, badAnswers, "the unusable lookup is counted")
+			} else {
+				require.Zero(t, badAnswers)
+			}
 		})
 	}
 }

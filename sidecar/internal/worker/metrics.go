@@ -58,12 +58,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // and a bad answer from the gateway are counted apart too.
 func (m *Metrics) Outcome(kind, outcome string) {
 	m.jobs.WithLabelValues(kind, outcome).Inc()
-	if outcome == "bad_answer" {
+	if outcome == "bad_answer" || outcome == lookupBadAnswer {
 		m.badAnswers.WithLabelValues(kind).Inc()
 	}
 	if kind == (ResolveConflictArgs{}).Kind() {
 		switch outcome {
-		case "error", "snoozed", "interrupted", "bad_answer", "bad_request":
+		case "error", "snoozed", "interrupted", "bad_answer", "bad_request", lookupBadAnswer:
 		default:
 			m.conflictsResolved.WithLabelValues(outcome).Inc()
 		}

@@ -107,12 +107,12 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			return nil
 		case "reinstate":
 			outcome, err := w.resolve(ctx, id, "reinstate")
-			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil {
+			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil && c.Kind == "late_payment" {
 				// A late payment recorded without its amount cannot be
 				// reinstated: the gateway is asked for it before the
 				// payment is refunded instead. Learned, the conflict is
 				// read and tried once more.
-				learned, lerr := w.learnAmount(ctx, log, c)
+				learned, lerr := w.learnAmount(ctx, job.Kind, log, c)
 				if lerr != nil {
 					return retry(ctx, w.Deps, job, true, lerr)
 				}
@@ -173,25 +173,29 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	return w.refund(ctx, job, log, id, c)
 }
 
-// learnAmount asks the gateway for the payment of conflict c, recorded
-// without an amount, and confirms it again with the gateway's amount and
-// currency, which the open conflict learns (confirm_payment). It says
-// whether the amount was learned: not when the gateway names another
-// payment or none, gives no amount, answers the lookup with something
-// unusable or refused (a record expired at the gateway, a Stripe payment of
-// another order), or says another currency than the payment has here
-// (OT157): then the payment is refunded whole, as it always was. Only what
-// passes is an error, and the job comes back: an unavailable or throttled
-// gateway (a refund would need it too), or a confirmation to be called
-// again (40001: another transaction holds the conflict).
-func (w *ResolveConflictWorker) learnAmount(ctx context.Context, log *slog.Logger, c conflict) (bool, error) {
+// learnAmount asks the gateway for the payment of late-payment conflict c,
+// recorded without an amount, and when the gateway says it paid exactly the
+// order's amount (in its currency), confirms it again with that amount, which
+// the open conflict learns (confirm_payment): the one case where learning
+// lets the payment be reinstated. It says whether the amount was learned.
+// Anything else leaves the conflict as it is, and the payment is refunded
+// whole as it always was: the gateway names another payment or none, gives
+// another amount or none (a refund never carries an amount only a lookup
+// said), answers the lookup with something unusable or refused (a record
+// expired at the gateway, a Stripe payment of another order; counted as a
+// bad answer), or contradicts the payment's currency here (OT157, counted
+// too). Errors bring the job back: an unavailable or throttled gateway (a
+// refund would need it too), a confirmation to be called again (40001:
+// another transaction holds the conflict), the database.
+func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, log *slog.Logger, c conflict) (bool, error) {
 	ref, err := gatewayRef(ctx, w.Pool, c.OrderID)
 	if err != nil {
 		return false, err
 	}
 	g, err := w.Gateway.Order(ctx, ref)
 	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
-		log.Warn("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
+		log.Error("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
+		w.outcome(kind, lookupBadAnswer)
 		return false, nil
 	}
 	if err != nil {
@@ -202,17 +206,38 @@ func (w *ResolveConflictWorker) learnAmount(ctx context.Context, log *slog.Logge
 			"gateway_status", g.Status, "gateway_payment_id", g.PaymentID)
 		return false, nil
 	}
+	var exact bool
+	if err := w.Pool.QueryRow(ctx,
+		`SELECT coalesce(amount = $2::numeric AND ($3::text IS NULL OR currency IS NULL OR currency = $3::text), false)
+		   FROM ordertimeout.order_info($1)`,
+		c.OrderID, g.Amount.SQL(), g.Currency.SQL()).Scan(&exact); err != nil {
+		return false, fmt.Errorf("read order %q: %w", c.OrderID, err)
+	}
+	if !exact {
+		log.Info("the gateway's amount is not the order's: refunding the payment whole",
+			"amount", string(g.Amount), "currency", string(g.Currency))
+		return false, nil
+	}
 	result, err := confirmPayment(ctx, w.Pool, c.OrderID, c.PaymentID, g.Amount, g.Currency)
 	if errors.Is(err, gateway.ErrBadAnswer) {
-		log.Warn("the gateway's amount or currency contradicts the payment here: refunding it whole", "error", err)
+		log.Error("the gateway's amount or currency contradicts the payment here: refunding it whole", "error", err)
+		w.outcome(kind, lookupBadAnswer)
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	log.Info("late payment's amount learned from the gateway", "amount", string(g.Amount), "currency", string(g.Currency), "result", result)
-	return result == "conflict", nil
+	if result != "conflict" {
+		return false, nil
+	}
+	log.Info("late payment's amount learned from the gateway", "amount", string(g.Amount), "currency", string(g.Currency))
+	return true, nil
 }
+
+// lookupBadAnswer is the outcome counted when the gateway's lookup of a late
+// payment's amount was unusable: a bad answer (the job goes on, refunding
+// the payment whole).
+const lookupBadAnswer = "lookup_bad_answer"
 
 // readConflict reads what a resolution needs of conflict id into c.
 //
