@@ -64,6 +64,20 @@ func (e *env) pay(t *testing.T, orderID, behaviour, paymentID string) {
 	require.NoError(t, e.fake.Set(bg, orderID, fakegateway.Behaviour{Behaviour: behaviour, PaymentID: paymentID}))
 }
 
+// createAndBegin places an order for one unit of sku "A" with timeout and
+// begins its payment paymentID with a window of 100 ms, in one statement: a
+// begin_payment of its own could come after a short timeout on a busy
+// machine (OT122, the order expired; CI once saw it 300 ms after the create).
+func createAndBegin(t *testing.T, db *pgxpool.Pool, orderID string, timeout time.Duration, options, paymentID string) {
+	t.Helper()
+	if options == "" {
+		options = "{}"
+	}
+	sidecartest.Exec(t, db, `SELECT ordertimeout.begin_payment($1, $4, interval '100 milliseconds')
+		FROM ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', $2 * interval '1 microsecond', $3::jsonb)`,
+		orderID, timeout.Microseconds(), options, paymentID)
+}
+
 // events returns the order's history as "FROM>TO cause" strings.
 func events(t *testing.T, db *pgxpool.Pool, orderID string) []string {
 	t.Helper()
@@ -85,10 +99,9 @@ func TestPaidAtGatewayIsNeverCancelled(t *testing.T) {
 	t.Run("attempted", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, false)
-		sidecartest.CreateOrder(t, e.db, "A1", 500*time.Millisecond, "")
 		// A short window: the order is never cancelled before the
 		// gateway's expiry plus grace, even after a failed payment.
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '100 milliseconds')")
+		createAndBegin(t, e.db, "A1", time.Second, "", "P1")
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
 		e.pay(t, "A1", fakegateway.Silent, "P2")
 		sidecartest.Start(t, e.config("s1"))
@@ -240,10 +253,9 @@ func TestLatePaymentResolvedOnce(t *testing.T) {
 	t.Run("found by the gateway close", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, false) // a silent payment: only the close finds it
-		sidecartest.CreateOrder(t, e.db, "A1", 300*time.Millisecond, `{"precheck": "never"}`)
 		// A short window: the order is never cancelled before the
 		// gateway's expiry plus grace, even after a failed payment.
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment('A1', 'P1', interval '100 milliseconds')")
+		createAndBegin(t, e.db, "A1", time.Second, `{"precheck": "never"}`, "P1")
 		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment('A1', 'P1')")
 		e.pay(t, "A1", fakegateway.Silent, "P2")
 		sidecartest.Start(t, e.config("s1"))
