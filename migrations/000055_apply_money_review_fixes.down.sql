@@ -1850,7 +1850,6 @@ COMMENT ON FUNCTION ordertimeout.resolve_conflict(bigint, text, text) IS
     'resolves a conflict exactly once: reinstate (take the stock back and mark the order paid: only a late payment of the order''s exact amount and currency; OT132 otherwise), manual (handed to a person), or refund (claims the conflict for a refund, which the sidecar makes at the gateway and records with finish_refund; returns refunding); while refunding, nothing but the refund can end it (OT134); a repeat of the same resolution returns the same result and writes nothing, but one with another note than the conflict keeps is refused (OT138); note, optional, is kept with the resolution (OT149 when not 1-500 plain characters)';
 
 DROP FUNCTION ordertimeout._refuse_purged_payment(text, text);
-DROP FUNCTION ordertimeout._refund_of_another(bigint, text, text, bigint, text);
 DROP FUNCTION ordertimeout._shown(text, integer);
 DROP FUNCTION ordertimeout._schedule_reminder(text, integer, timestamptz, interval, timestamptz);
 

@@ -58,20 +58,6 @@ BEGIN
             USING ERRCODE = 'OT135';
     END IF;
 
-    -- One refund gives back one payment: a refund_id recorded for another
-    -- conflict means the gateway answered two payments with the same refund,
-    -- and at most one of them was refunded. Refused (OT177), nothing written;
-    -- the conflict stays refunding for a person. Two calls at once with the
-    -- same refund_id meet at conflicts_one_per_refund.
-    SELECT c.conflict_id, c.payment_id INTO v_other, v_other_payment
-    FROM ordertimeout.conflicts AS c
-    WHERE c.refund_id = finish_refund.refund_id
-      AND c.conflict_id <> finish_refund.conflict_id;
-    IF FOUND THEN
-        PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
-                                                finish_refund.refund_id, v_other, v_other_payment);
-    END IF;
-
     SELECT o.status INTO v_status
     FROM ordertimeout.orders AS o
     WHERE o.order_id = v_conflict.order_id
@@ -80,6 +66,11 @@ BEGIN
     UPDATE ordertimeout.payments AS p
     SET status = 'refunded'
     WHERE p.payment_id = v_conflict.payment_id;
+    -- One refund gives back one payment (conflicts_one_per_refund): a
+    -- refund_id recorded for another conflict means the gateway answered two
+    -- payments with the same refund, and at most one of them was refunded.
+    -- Refused (OT177), nothing written (the raise rolls back the payment's
+    -- update above); the conflict stays refunding for a person.
     BEGIN
         UPDATE ordertimeout.conflicts AS c
         SET state = 'resolved',
@@ -101,8 +92,9 @@ BEGIN
                     finish_refund.refund_id
                     USING ERRCODE = 'serialization_failure';
             END IF;
-            PERFORM ordertimeout._refund_of_another(finish_refund.conflict_id, v_conflict.payment_id,
-                                                    finish_refund.refund_id, v_other, v_other_payment);
+            RAISE EXCEPTION 'refund_id "%" is recorded for conflict % (payment "%"): it cannot also be the refund of conflict % (payment "%"); one of the two payments may not be refunded, not recorded (a person checks it at the gateway)',
+                finish_refund.refund_id, v_other, v_other_payment, finish_refund.conflict_id, v_conflict.payment_id
+                USING ERRCODE = 'OT177';
     END;
     PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
         jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunded',
@@ -113,4 +105,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
-    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT135 when the conflict is not being refunded';
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT177 with a refund_id recorded for another conflict; OT135 when the conflict is not being refunded';

@@ -332,27 +332,6 @@ BEGIN
 END
 $$;
 
--- _refund_of_another raises OT177: refund_id was recorded for another
--- conflict (other, of payment other_payment).
-CREATE FUNCTION ordertimeout._refund_of_another(
-    conflict_id   bigint,
-    payment_id    text,
-    refund_id     text,
-    other         bigint,
-    other_payment text)
-RETURNS void
-LANGUAGE plpgsql
-STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RAISE EXCEPTION 'refund_id "%" is recorded for conflict % (payment "%"): it cannot also be the refund of conflict % (payment "%"); one of the two payments may not be refunded, not recorded (a person checks it at the gateway)',
-        _refund_of_another.refund_id, _refund_of_another.other, _refund_of_another.other_payment,
-        _refund_of_another.conflict_id, _refund_of_another.payment_id
-        USING ERRCODE = 'OT177';
-END
-$$;
-
 -- _refuse_purged_payment raises OT176 when payment_id was a payment of an
 -- order that purge_orders deleted (purged_payments), for order_id: that
 -- order id may belong to a new order now, and the payment is not its money.
