@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
@@ -27,20 +28,11 @@ func TestALateAmountIsNeverDropped(t *testing.T) {
 	defer cancel()
 	pool := pgtest.NewPool(t)
 	url := pgtest.URL(t, pool)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := pool.Exec(ctx, sql, args...)
-		require.NoError(t, err, sql)
-	}
-	exec(`SELECT ordertimeout.put_stock('A', 1000)`)
+	_, err := pool.Exec(ctx, `SELECT ordertimeout.put_stock('A', 1000)`)
+	require.NoError(t, err)
 	late := func(order string) int64 {
 		t.Helper()
-		exec(`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`, order)
-		exec(`SELECT ordertimeout.cancel_order($1)`, order)
-		exec(`SELECT ordertimeout.confirm_payment($1, $1 || '-p')`, order)
-		var id int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = $1`, order).Scan(&id))
-		return id
+		return latePayment(ctx, t, pool, order, nil)
 	}
 	learned := func(id int64) string {
 		t.Helper()
@@ -111,20 +103,13 @@ func TestOneRefundIDUnderRepeatableRead(t *testing.T) {
 	defer cancel()
 	pool := pgtest.NewPool(t)
 	url := pgtest.URL(t, pool)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := pool.Exec(ctx, sql, args...)
-		require.NoError(t, err, sql)
-	}
-	exec(`SELECT ordertimeout.put_stock('A', 1000)`)
+	_, err := pool.Exec(ctx, `SELECT ordertimeout.put_stock('A', 1000)`)
+	require.NoError(t, err)
 	ids := map[string]int64{}
 	for _, o := range []string{"f1", "f2"} {
-		exec(`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`, o)
-		exec(`SELECT ordertimeout.cancel_order($1)`, o)
-		exec(`SELECT ordertimeout.confirm_payment($1, $1 || '-p', 10, 'EUR')`, o)
-		var id int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = $1`, o).Scan(&id))
-		exec(`SELECT ordertimeout.resolve_conflict($1, 'refund')`, id)
+		id := latePayment(ctx, t, pool, o, 10)
+		_, err = pool.Exec(ctx, `SELECT ordertimeout.resolve_conflict($1, 'refund')`, id)
+		require.NoError(t, err)
 		ids[o] = id
 	}
 
@@ -155,4 +140,23 @@ func TestOneRefundIDUnderRepeatableRead(t *testing.T) {
 	var state string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM ordertimeout.conflicts WHERE conflict_id = $1`, ids["f2"]).Scan(&state))
 	require.Equal(t, "refunding", state, "nothing recorded")
+}
+
+// latePayment places order (one unit of sku "A", 10 EUR), cancels it and
+// confirms its payment "<order>-p" late, with amount (nil: a callback that
+// does not say it): a conflict, whose id it returns.
+func latePayment(ctx context.Context, t *testing.T, pool *pgxpool.Pool, order string, amount any) int64 {
+	t.Helper()
+	for _, sql := range []string{
+		`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}')`,
+		`SELECT ordertimeout.cancel_order($1)`,
+	} {
+		_, err := pool.Exec(ctx, sql, order)
+		require.NoError(t, err, sql)
+	}
+	_, err := pool.Exec(ctx, `SELECT ordertimeout.confirm_payment($1, $1 || '-p', $2::numeric)`, order, amount)
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = $1`, order).Scan(&id))
+	return id
 }
