@@ -103,3 +103,57 @@ func TestCloseJobWaitsForEveryOpenPaymentIntent(t *testing.T) {
 	require.NoError(t, w.Work(ctx, job))
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_3'"))
 }
+
+// A payment refunded at Stripe (a person's refund in the dashboard) holds no
+// money, though its PaymentIntent still says succeeded with amount_received:
+// the precancel check of its order cancels the order on time, never
+// confirms it. One refunded in part holds the rest: a payment of another
+// amount than the order's, so a conflict, refunded with that rest; the order
+// is cancelled too. Before, the driver read amount_received alone, and both
+// orders ended PAID.
+func TestPaymentRefundedAtStripeHoldsNoMoney(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	s, url := newScripted(t)
+	s.set("GET /v1/payment_intents/pi_r1", refunded("pi_r1", 1250, 1250, "eur", "R1"))
+	s.set("GET /v1/payment_intents/pi_r2", refunded("pi_r2", 1250, 250, "eur", "R2"))
+	s.set("POST /v1/refunds", answer{200, `{"id": "re_r2", "object": "refund", "status": "succeeded"}`})
+	for _, id := range []string{"R1", "R2"} {
+		// One statement: begin_payment refuses an order already due, and a
+		// loaded machine can take long between two statements.
+		sidecartest.Exec(t, db, `SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]', interval '2 seconds',
+		           '{"amount": 12.50, "currency": "EUR"}'), ordertimeout.begin_payment($1, 'pi_' || lower($1), interval '100 milliseconds')`, id)
+		sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment($1, 'pi_' || lower($1))", id)
+	}
+
+	cfg := sidecartest.Config(pgtest.URL(t, db), "", "s1")
+	cfg.GatewayDriver = gateway.DriverStripe
+	cfg.StripeKey = testKey
+	cfg.StripeURL = url
+	sidecartest.Start(t, cfg)
+
+	sidecartest.WaitStatus(t, db, "R1", "CANCELLED", 20*time.Second)
+	sidecartest.WaitStatus(t, db, "R2", "CANCELLED", 20*time.Second)
+	sidecartest.Eventually(t, 20*time.Second, "the conflict of R2 refunded with what Stripe holds", func() (bool, error) {
+		return sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+		   WHERE order_id = 'R2' AND kind = 'amount_mismatch' AND amount = 10.00 AND currency = 'EUR'
+		     AND resolution = 'refunded' AND refund_id = 're_r2'`) == 1, nil
+	})
+	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'R1'"),
+		"a payment refunded in full is no payment")
+	require.Zero(t, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.events
+	   WHERE order_id IN ('R1', 'R2') AND to_status = 'PAID'`), "never paid")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var amounts []string
+	for i, k := range s.seen {
+		if k == "POST /v1/refunds" {
+			amounts = append(amounts, s.forms[i].Get("amount"))
+		}
+	}
+	require.NotEmpty(t, amounts)
+	for _, a := range amounts {
+		require.Equal(t, "1000", a, "the refund is what Stripe holds, in cents")
+	}
+}

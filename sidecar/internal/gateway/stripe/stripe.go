@@ -10,9 +10,12 @@
 //
 //   - Order: retrieves each PaymentIntent / Checkout Session begin_payment
 //     recorded for the order. A succeeded PaymentIntent, or a complete and
-//     paid Checkout Session, is StatusPaid with its payment id, its amount
-//     converted exactly from Stripe's minor units (see Major) and its
-//     currency; one the buyer can still pay (requires_*, processing, an
+//     paid Checkout Session, is StatusPaid with its payment id, the amount
+//     Stripe still holds (amount_received less the amount_refunded of its
+//     latest charge, which the driver asks Stripe to expand) converted
+//     exactly from Stripe's minor units (see Major), and its currency; one
+//     refunded in full (in Stripe's dashboard, say) holds no money and is
+//     StatusFailed; one the buyer can still pay (requires_*, processing, an
 //     open session) is StatusPending; canceled / expired is StatusFailed.
 //     An order with no recorded payment is looked up by the metadata with
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
@@ -30,7 +33,7 @@
 //     such a close with a 400), it is ErrBadAnswer, never closed.
 //   - Refund: a Refund of the PaymentIntent (a session's), for the amount
 //     in minor units (for a payment that succeeded, only the amount Stripe
-//     took: a conflict's refund is the whole payment; another amount is
+//     holds: a conflict's refund is the whole payment; another amount is
 //     gateway.ErrBadRequest), with the idempotency key as Stripe's
 //     Idempotency-Key (Stripe keeps keys 24 hours; after that, a refund
 //     already made is found by its metadata idempotency_key instead of
@@ -220,6 +223,10 @@ type payment struct {
 	processing bool
 	// closable: Close can cancel or expire it.
 	closable bool
+	// received and refunded are what Stripe took for a succeeded payment
+	// and what it has given back of that since, in minor units; amount is
+	// the difference, the money Stripe holds for the order.
+	received, refunded int64
 }
 
 // Order asks Stripe about every payment of the order (see the package
@@ -351,9 +358,11 @@ func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payme
 	)
 	if strings.HasPrefix(p.id, "pi_") {
 		var pi *stripeapi.PaymentIntent
-		pi, err = d.client.V1PaymentIntents.Cancel(ctx, p.id, &stripeapi.PaymentIntentCancelParams{
+		params := &stripeapi.PaymentIntentCancelParams{
 			CancellationReason: stripeapi.String(string(stripeapi.PaymentIntentCancellationReasonAbandoned)),
-		})
+		}
+		params.AddExpand(expandCharge)
+		pi, err = d.client.V1PaymentIntents.Cancel(ctx, p.id, params)
 		if err == nil {
 			answer, err = fromIntent(orderID, p.id, pi)
 			if err != nil {
@@ -362,7 +371,9 @@ func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payme
 		}
 	} else {
 		var s *stripeapi.CheckoutSession
-		s, err = d.client.V1CheckoutSessions.Expire(ctx, p.id, &stripeapi.CheckoutSessionExpireParams{})
+		params := &stripeapi.CheckoutSessionExpireParams{}
+		params.AddExpand(expandSessionCharge)
+		s, err = d.client.V1CheckoutSessions.Expire(ctx, p.id, params)
 		if err == nil {
 			answer, err = fromSession(orderID, p.id, s)
 			if err != nil {
@@ -446,6 +457,10 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 			// refund: never sent, a person looks.
 			paid, err := Minor(p.amount, string(p.currency))
 			if err != nil || paid != minor {
+				if p.refunded > 0 {
+					return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe holds for payment %q (%s %s: %d received, %d of it refunded since): not sent: %w",
+						req.Amount, p.currency, req.PaymentID, p.amount, p.currency, p.received, p.refunded, gateway.ErrBadRequest)
+				}
 				return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe took for payment %q (%s %s): not sent: %w",
 					req.Amount, p.currency, req.PaymentID, p.amount, p.currency, gateway.ErrBadRequest)
 			}
@@ -885,9 +900,13 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 		err error
 	)
 	if strings.HasPrefix(id, "pi_") {
-		pi, err = d.client.V1PaymentIntents.Retrieve(ctx, id, nil)
+		params := &stripeapi.PaymentIntentRetrieveParams{}
+		params.AddExpand(expandCharge)
+		pi, err = d.client.V1PaymentIntents.Retrieve(ctx, id, params)
 	} else {
-		cs, err = d.client.V1CheckoutSessions.Retrieve(ctx, id, nil)
+		params := &stripeapi.CheckoutSessionRetrieveParams{}
+		params.AddExpand(expandSessionCharge)
+		cs, err = d.client.V1CheckoutSessions.Retrieve(ctx, id, params)
 	}
 	var se *stripeapi.Error
 	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound && se.Code == stripeapi.ErrorCodeResourceMissing {
@@ -911,6 +930,7 @@ func (d *Driver) search(ctx context.Context, orderID string) ([]payment, error) 
 	params.Query = SearchQuery(orderID)
 	params.Limit = stripeapi.Int64(MaxSearched)
 	params.Single = true
+	params.AddExpand("data." + expandCharge)
 	var ps []payment
 	for pi, err := range d.client.V1PaymentIntents.Search(ctx, params) {
 		if err != nil {
@@ -959,11 +979,9 @@ func fromIntent(orderID, id string, pi *stripeapi.PaymentIntent) (payment, error
 		if pi.AmountReceived <= 0 {
 			return payment{}, fmt.Errorf("PaymentIntent %s succeeded with amount_received %d: %w", id, pi.AmountReceived, gateway.ErrBadAnswer)
 		}
-		var err error
-		if p.amount, p.currency, err = money(id, pi.AmountReceived, pi.Currency); err != nil {
+		if err := p.held(id, pi.AmountReceived, pi.LatestCharge, pi.Currency); err != nil {
 			return payment{}, err
 		}
-		p.status = gateway.StatusPaid
 	case stripeapi.PaymentIntentStatusProcessing:
 		p.status, p.processing = gateway.StatusPending, true
 	case stripeapi.PaymentIntentStatusRequiresPaymentMethod, stripeapi.PaymentIntentStatusRequiresConfirmation,
@@ -1003,11 +1021,22 @@ func fromSession(orderID, id string, s *stripeapi.CheckoutSession) (payment, err
 	switch {
 	case s.Status == stripeapi.CheckoutSessionStatusComplete &&
 		(s.PaymentStatus == stripeapi.CheckoutSessionPaymentStatusPaid || s.PaymentStatus == stripeapi.CheckoutSessionPaymentStatusNoPaymentRequired):
-		var err error
-		if p.amount, p.currency, err = money(id, s.AmountTotal, s.Currency); err != nil {
+		if s.PaymentStatus == stripeapi.CheckoutSessionPaymentStatusNoPaymentRequired && s.PaymentIntent == nil {
+			// Nothing to pay: nothing to refund either.
+			var err error
+			if p.amount, p.currency, err = money(id, s.AmountTotal, s.Currency); err != nil {
+				return payment{}, err
+			}
+			p.status = gateway.StatusPaid
+			break
+		}
+		var ch *stripeapi.Charge
+		if s.PaymentIntent != nil {
+			ch = s.PaymentIntent.LatestCharge
+		}
+		if err := p.held(id, s.AmountTotal, ch, s.Currency); err != nil {
 			return payment{}, err
 		}
-		p.status = gateway.StatusPaid
 	case s.Status == stripeapi.CheckoutSessionStatusComplete:
 		// Complete but unpaid: a delayed payment method is processing.
 		p.status, p.processing = gateway.StatusPending, true
@@ -1019,6 +1048,41 @@ func fromSession(orderID, id string, s *stripeapi.CheckoutSession) (payment, err
 		return payment{}, fmt.Errorf("Checkout Session %s has status %s: %w", id, quote(string(s.Status)), gateway.ErrBadAnswer)
 	}
 	return p, nil
+}
+
+// expandCharge asks Stripe to put a PaymentIntent's latest charge in its
+// answer, and expandSessionCharge a Checkout Session's PaymentIntent with its
+// latest charge: the charge says how much of the payment was refunded since.
+const (
+	expandCharge        = "latest_charge"
+	expandSessionCharge = "payment_intent.latest_charge"
+)
+
+// held reads a succeeded payment of received minor units whose latest charge
+// is ch: what Stripe still holds is what it received less what was refunded
+// since, by this sidecar or by a person in Stripe's dashboard. A payment
+// refunded in part is paid with the rest (an amount no order has, so a
+// conflict, whose refund is that rest); refunded in full, it holds no money
+// and is StatusFailed: never confirmed, reinstated or closed as paid. An
+// answer without the charge cannot say what was refunded: ErrBadAnswer.
+func (p *payment) held(id string, received int64, ch *stripeapi.Charge, currency stripeapi.Currency) error {
+	if ch == nil || ch.Object != "charge" {
+		return fmt.Errorf("%s succeeded, but the answer lacks its latest charge: what was refunded of it cannot be told: %w", id, gateway.ErrBadAnswer)
+	}
+	if ch.AmountRefunded < 0 || ch.AmountRefunded > received {
+		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, ch.AmountRefunded, gateway.ErrBadAnswer)
+	}
+	p.received, p.refunded = received, ch.AmountRefunded
+	if received == ch.AmountRefunded {
+		p.status = gateway.StatusFailed
+		return nil
+	}
+	var err error
+	if p.amount, p.currency, err = money(id, received-ch.AmountRefunded, currency); err != nil {
+		return err
+	}
+	p.status = gateway.StatusPaid
+	return nil
 }
 
 func checkOrder(orderID, id string, metadata map[string]string) error {

@@ -3,6 +3,7 @@ package stripe_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -76,8 +77,8 @@ func TestAgainstStripeMock(t *testing.T) {
 	// scripted in TestCloseAnswers.
 	t.Run("close cancels a PaymentIntent and expires a session", func(t *testing.T) {
 		for _, tc := range []struct{ id, post string }{
-			{"pi_123", "/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned"},
-			{"cs_test_abc", "/v1/checkout/sessions/cs_test_abc/expire "},
+			{"pi_123", "/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned&expand%5B0%5D=latest_charge"},
+			{"cs_test_abc", "/v1/checkout/sessions/cs_test_abc/expire expand%5B0%5D=payment_intent.latest_charge"},
 		} {
 			r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{tc.id}})
 			require.ErrorIs(t, err, gateway.ErrBadAnswer, "stripe-mock's fixture is still open, got %+v", r)
@@ -167,6 +168,7 @@ type scripted struct {
 	handlers map[string]func(q url.Values) answer
 	seen     []string
 	queries  []url.Values // of each request seen
+	forms    []url.Values // the form each request seen posted
 }
 
 type answer struct {
@@ -192,6 +194,9 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.seen = append(s.seen, key)
 	s.queries = append(s.queries, r.URL.Query())
+	body, _ := io.ReadAll(r.Body)
+	form, _ := url.ParseQuery(string(body))
+	s.forms = append(s.forms, form)
 	as := s.answers[key]
 	var a answer
 	switch {
@@ -215,11 +220,34 @@ func intent(id, status string, amount int64, currency, orderID string) answer {
 	if orderID != "" {
 		meta["order_id"] = orderID
 	}
-	b, _ := json.Marshal(map[string]any{
+	pi := map[string]any{
 		"id": id, "object": "payment_intent", "status": status, "amount": amount,
 		"amount_received": amount, "currency": currency, "metadata": meta, "created": 1700000000,
-	})
+	}
+	if status == "succeeded" {
+		pi["latest_charge"] = charge(amount, 0)
+	}
+	b, _ := json.Marshal(pi)
 	return answer{200, string(b)}
+}
+
+// refunded is intent's succeeded PaymentIntent of amount received, of which
+// amountRefunded was refunded since.
+func refunded(id string, amount, amountRefunded int64, currency, orderID string) answer {
+	a := intent(id, "succeeded", amount, currency, orderID)
+	var pi map[string]any
+	if err := json.Unmarshal([]byte(a.body), &pi); err != nil {
+		panic(err)
+	}
+	pi["latest_charge"] = charge(amount, amountRefunded)
+	b, _ := json.Marshal(pi)
+	return answer{200, string(b)}
+}
+
+// charge is the latest charge of a succeeded PaymentIntent, expanded.
+func charge(amount, amountRefunded int64) map[string]any {
+	return map[string]any{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": amount,
+		"amount_captured": amount, "amount_refunded": amountRefunded, "refunded": amountRefunded == amount}
 }
 
 func stripeError(code int, typ, errCode string) answer {
@@ -323,7 +351,8 @@ func TestCloseAnsweredPaid(t *testing.T) {
 
 	session := func(status, paymentStatus string) answer {
 		return answer{200, fmt.Sprintf(`{"id": "cs_1", "object": "checkout.session", "status": %q, "payment_status": %q,
-			"amount_total": 1250, "currency": "eur", "client_reference_id": "A1", "payment_intent": "pi_9", "metadata": {"order_id": "A1"}}`, status, paymentStatus)}
+			"amount_total": 1250, "currency": "eur", "client_reference_id": "A1", "metadata": {"order_id": "A1"},
+			"payment_intent": {"id": "pi_9", "object": "payment_intent", "latest_charge": {"id": "ch_9", "object": "charge", "amount_refunded": 0}}}`, status, paymentStatus)}
 	}
 	s.set("GET /v1/checkout/sessions/cs_1", session("open", "unpaid"), session("complete", "paid"))
 	s.set("POST /v1/checkout/sessions/cs_1/expire", stripeError(400, "invalid_request_error", ""))
@@ -352,7 +381,9 @@ func TestCloseAnswers(t *testing.T) {
 	d := newDriver(t, url)
 	session := func(id, status, paymentStatus, orderID string) answer {
 		return answer{200, fmt.Sprintf(`{"id": %q, "object": "checkout.session", "status": %q, "payment_status": %q,
-			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": %q}}`, id, status, paymentStatus, orderID)}
+			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": %q},
+			"payment_intent": {"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 0}}}`,
+			id, status, paymentStatus, orderID)}
 	}
 	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_action", 1250, "eur", "A1"))
 	s.set("GET /v1/checkout/sessions/cs_1", session("cs_1", "open", "unpaid", "A1"))
@@ -703,4 +734,91 @@ func TestSucceededWithNothingReceived(t *testing.T) {
 		require.ErrorIs(t, err, gateway.ErrBadAnswer, body)
 		require.Contains(t, err.Error(), "amount_received 0")
 	}
+}
+
+// A succeeded PaymentIntent keeps its amount_received after a refund; what
+// Stripe holds is in its latest charge's amount_refunded, which the driver
+// asks for (expand). Refunded in full it holds no money: never paid, and a
+// close has nothing left to close. Refunded in part it holds the rest: that
+// is its amount, and the one refund the driver sends. An answer without the
+// charge cannot tell: a bad answer. Before, a payment a person refunded in
+// Stripe's dashboard was read as paid with amount_received.
+func TestRefundedAtStripe(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	ref := func(id string) gateway.Ref { return gateway.Ref{OrderID: "A1", PaymentIDs: []string{id}} }
+
+	s.set("GET /v1/payment_intents/pi_full", refunded("pi_full", 1250, 1250, "eur", "A1"))
+	o, err := d.Order(bg, ref("pi_full"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusFailed}, o, "no money held")
+	r, err := d.Close(bg, ref("pi_full"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r)
+	s.mu.Lock()
+	require.Equal(t, []string{"GET /v1/payment_intents/pi_full", "GET /v1/payment_intents/pi_full"}, s.seen,
+		"nothing posted: a succeeded PaymentIntent is not cancelled")
+	require.Equal(t, "latest_charge", s.queries[0].Get("expand[0]"), "the charge is asked for")
+	s.seen, s.queries, s.forms = nil, nil, nil
+	s.mu.Unlock()
+
+	s.set("GET /v1/payment_intents/pi_part", refunded("pi_part", 1250, 250, "eur", "A1"))
+	o, err = d.Order(bg, ref("pi_part"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_part", Amount: "10.00", Currency: "EUR"}, o)
+	r, err = d.Close(bg, ref("pi_part"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_part", Amount: "10.00", Currency: "EUR"}, r)
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_part", Amount: "12.50", IdempotencyKey: "pi_part"})
+	require.ErrorIs(t, err, gateway.ErrBadRequest, "more than Stripe holds")
+	require.Contains(t, err.Error(), "1250 received, 250 of it refunded since")
+	s.set("POST /v1/refunds", answer{200, `{"id": "re_1", "object": "refund", "status": "succeeded"}`})
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_part", Amount: "10.00", IdempotencyKey: "pi_part"})
+	require.NoError(t, err)
+	s.mu.Lock()
+	var sent []string
+	for i, k := range s.seen {
+		if k == "POST /v1/refunds" {
+			sent = append(sent, s.forms[i].Get("amount"))
+		}
+	}
+	s.mu.Unlock()
+	require.Equal(t, []string{"1000"}, sent, "only the refund of what Stripe holds is sent")
+
+	// A refund of our own that reached Stripe, its answer lost: the
+	// PaymentIntent is refunded in full, and the same key gets the same
+	// refund again.
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_full", Amount: "12.50", IdempotencyKey: "pi_full"})
+	require.NoError(t, err)
+
+	for name, body := range map[string]string{
+		"the charge not expanded": `{"id": "pi_x", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
+			"currency": "eur", "metadata": {"order_id": "A1"}, "latest_charge": "ch_1"}`,
+		"no charge": `{"id": "pi_x", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
+			"currency": "eur", "metadata": {"order_id": "A1"}}`,
+		"more refunded than received": refunded("pi_x", 1250, 1251, "eur", "A1").body,
+		"a negative refund":           refunded("pi_x", 1250, -1, "eur", "A1").body,
+	} {
+		s.set("GET /v1/payment_intents/pi_x", answer{200, body})
+		_, err := d.Order(bg, ref("pi_x"))
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, name)
+	}
+
+	session := func(paymentStatus, intent string) answer {
+		return answer{200, fmt.Sprintf(`{"id": "cs_1", "object": "checkout.session", "status": "complete", "payment_status": %q,
+			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": "A1"}, "payment_intent": %s}`, paymentStatus, intent)}
+	}
+	s.set("GET /v1/checkout/sessions/cs_1", session("paid",
+		`{"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 1250}}`))
+	o, err = d.Order(bg, ref("cs_1"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusFailed, o.Status, "a paid session refunded in full holds no money")
+	require.Equal(t, "payment_intent.latest_charge", s.queries[len(s.queries)-1].Get("expand[0]"))
+	s.set("GET /v1/checkout/sessions/cs_1", session("paid", `"pi_s"`))
+	_, err = d.Order(bg, ref("cs_1"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer, "a paid session whose PaymentIntent was not expanded")
+	s.set("GET /v1/checkout/sessions/cs_1", session("paid", `null`))
+	_, err = d.Order(bg, ref("cs_1"))
+	require.ErrorIs(t, err, gateway.ErrBadAnswer, "a paid session without a PaymentIntent")
 }
