@@ -76,7 +76,8 @@ $$;
 -- come; none when remind_before is NULL. The webhook worker sends it only if
 -- the order is still PENDING at that version, so every change that gives a
 -- PENDING order a new version (create_order, extend_deadline, a failed
--- payment's return to PENDING) writes the reminder of the new one.
+-- payment's return to PENDING) writes the reminder of the new one. It goes
+-- to queue ordertimeout_webhook, as every webhook (_enqueue_webhooks).
 CREATE FUNCTION ordertimeout._schedule_reminder(
     order_id      text,
     version       integer,
@@ -95,15 +96,16 @@ BEGIN
             'ordertimeout_webhook',
             jsonb_build_object('order_id', _schedule_reminder.order_id, 'reminder', 'expiring_soon',
                                'version', _schedule_reminder.version),
-            'ordertimeout',
+            'ordertimeout_webhook',
             _schedule_reminder.expire_at - _schedule_reminder.remind_before);
     END IF;
 END
 $$;
 
 -- Inserts a River job row and returns its id. Rows in queue
--- ordertimeout_expire are timers claimed by sweep_due; rows in queue
--- ordertimeout are worked by the sidecar's River client.
+-- ordertimeout_expire are timers claimed by sweep_due; rows in queues
+-- ordertimeout and ordertimeout_webhook are worked by the sidecar's River
+-- client.
 CREATE FUNCTION ordertimeout._insert_job(kind text, args jsonb, queue text, scheduled_at timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -209,7 +211,10 @@ BEGIN
 END
 $$;
 
--- Queues a webhook delivery per event (when webhooks are on).
+-- Queues a webhook delivery per event (when webhooks are on), in a queue of
+-- their own: receivers that hang or fail hold up only webhooks, never the
+-- gateway checks, closes and refunds of queue ordertimeout (the sidecar
+-- serves each queue with its own workers).
 CREATE FUNCTION ordertimeout._enqueue_webhooks(event_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql
@@ -219,7 +224,7 @@ AS $$
 BEGIN
     INSERT INTO public.river_job (kind, args, queue, state, scheduled_at)
     SELECT 'ordertimeout_webhook', jsonb_build_object('event_id', e.event_id, 'order_id', e.order_id),
-           'ordertimeout', 'available', now()
+           'ordertimeout_webhook', 'available', now()
     FROM ordertimeout.events AS e
     WHERE e.event_id = ANY (event_ids)
       AND (SELECT s.webhooks FROM ordertimeout.settings AS s);
@@ -404,7 +409,7 @@ END
 $$;
 
 -- River's rescuer decides that a job is stuck by the client's wall clock; the
--- sidecar rescues the jobs of its queue by the database's clock instead (see
+-- sidecar rescues the jobs of its queues by the database's clock instead (see
 -- rescue_stuck_jobs): cancelled if a cancel was asked, discarded on its last
 -- attempt, otherwise available again at once; an error is recorded on it.
 CREATE FUNCTION ordertimeout._rescue_stuck_jobs(running_for interval, max integer, at timestamptz)
@@ -428,7 +433,7 @@ BEGIN
                END::public.river_job_state AS next_state
         FROM public.river_job AS r
         WHERE r.state = 'running'
-          AND r.queue = 'ordertimeout'
+          AND r.queue IN ('ordertimeout', 'ordertimeout_webhook')
           AND r.attempted_at < _rescue_stuck_jobs.at - _rescue_stuck_jobs.running_for
         ORDER BY r.id
         LIMIT _rescue_stuck_jobs.max

@@ -19,8 +19,9 @@ const runDescription = `
 Runs the sidecar until SIGINT or SIGTERM: sweeps due orders in the database
 (ordertimeout.sweep_due, woken by NOTIFY ordertimeout_wake), works River
 queue "ordertimeout" (gateway checks before cancels, payment checks, gateway
-closes, conflict resolution, webhooks, reconciliation with the gateway's
-payments every --reconcile-every), listens for late-payment conflicts,
+closes, conflict resolution, reconciliation with the gateway's payments
+every --reconcile-every) with --max-workers and queue "ordertimeout_webhook"
+(webhooks) with --webhook-workers of its own, listens for late-payment conflicts,
 and serves /metrics, /healthz, /readyz, River's UI at /riverui/ and the
 ordertimeout console at /console/.
 Several sidecars may run against one database; none is special.
@@ -66,7 +67,8 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Bool(&cfg.NoSweep, "no-sweep", false, "do not sweep (work River jobs only)")
 	f.Duration(&cfg.ListenReconnect, "listen-reconnect", listener.DefaultReconnectDelay, "pause before re-LISTENing after a lost LISTEN connection")
 	f.Duration(&cfg.ConflictRescan, "conflict-rescan", sidecar.DefaultConflictRescan, "how often open conflicts are re-read besides after each (re)connect (0: the default)")
-	f.Int(&cfg.MaxWorkers, "max-workers", sidecar.DefaultMaxWorkers, "River jobs worked at once")
+	f.Int(&cfg.MaxWorkers, "max-workers", sidecar.DefaultMaxWorkers, "River jobs of queue ordertimeout (gateway checks, closes, refunds) worked at once")
+	f.Int(&cfg.WebhookWorkers, "webhook-workers", sidecar.DefaultWebhookWorkers, "webhook deliveries (queue ordertimeout_webhook) worked at once, apart from --max-workers")
 	f.Duration(&cfg.FetchCooldown, "fetch-cooldown", sidecar.DefaultFetchCooldown, "River: least time between two fetches of queue ordertimeout")
 	f.Duration(&cfg.FetchPollInterval, "fetch-poll-interval", sidecar.DefaultFetchPollInterval, "River: how often queue ordertimeout is polled (the database inserts jobs without notifying)")
 	f.Duration(&cfg.JobTimeout, "job-timeout", sidecar.DefaultJobTimeout, "River: longest a job may run")
@@ -75,7 +77,7 @@ func runCmd(ctx context.Context, args []string) error {
 	f.Duration(&cfg.PurgeAfter, "purge-after", 0, "every minute, delete CLOSED orders closed longer ago than this with every row about them (purge_orders); 0: never")
 	f.Duration(&cfg.PurgePaidAfter, "purge-paid-after", 0, "with --purge-after, also delete PAID orders paid longer ago than this; 0: keep them")
 	f.Duration(&cfg.JobRetention, "job-retention", sidecar.DefaultJobRetention, "how long River keeps completed and cancelled jobs (payment checks, closes, webhooks) before deleting them, 1m to 720h; discarded ones are kept 7 days")
-	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + 6)")
+	f.Int(&cfg.DBMaxConns, "db-max-conns", 0, "size of the connection pool (default: sweep sessions + max workers + webhook workers + 6)")
 	f.String(&cfg.HTTPAddr, "http", server.DefaultAddr, "address of the HTTP server (/metrics, /healthz, /readyz, /riverui/, /console/); \"-\" disables it")
 	f.String(&allowedHosts, "http-allowed-hosts", "", "comma-separated host names the HTTP server may be reached at besides IP addresses, localhost and the host of --http (requests naming any other Host get 403: DNS rebinding)")
 	f.String(&cfg.UIUser, "ui-user", "", "user for HTTP basic auth on /riverui/ (with --ui-password); without both, the UI is served on localhost only, read-only")

@@ -10,6 +10,6 @@ import (
 func (r *Rescuer) RegisterMetrics(reg prometheus.Registerer) error {
 	return metrics.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ordertimeout_jobs_rescued_total",
-		Help: "Jobs of queue ordertimeout this sidecar handed back after they ran longer than --rescue-after by the database's clock (their worker died).",
+		Help: "Jobs of queues ordertimeout and ordertimeout_webhook this sidecar handed back after they ran longer than --rescue-after by the database's clock (their worker died).",
 	}, func() float64 { return float64(r.Rescued()) }))
 }

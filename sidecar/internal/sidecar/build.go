@@ -159,7 +159,9 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 		periodic = append(periodic, retention.PeriodicJob(cfg.RetentionEvery))
 	}
 
-	// Only queue "ordertimeout". Never add the timer queue (timer.Name,
+	// Only queues "ordertimeout" and "ordertimeout_webhook", each with its
+	// own workers, so that webhooks never wait for gateway jobs nor gateway
+	// jobs for webhooks. Never add the timer queue (timer.Name,
 	// "ordertimeout_expire"): its rows are timers that only
 	// ordertimeout.sweep_due may claim.
 	//
@@ -176,7 +178,10 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 	}
 	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
 		Logger:               logger.With("component", "river"),
-		Queues:               map[string]river.QueueConfig{worker.Queue: {MaxWorkers: cfg.MaxWorkers}},
+		Queues: map[string]river.QueueConfig{
+			worker.Queue:        {MaxWorkers: cfg.MaxWorkers},
+			worker.WebhookQueue: {MaxWorkers: cfg.WebhookWorkers},
+		},
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,

@@ -32,7 +32,9 @@ const (
 
 // Defaults of a Config.
 const (
-	DefaultMaxWorkers      = 20
+	DefaultMaxWorkers = 20
+	// DefaultWebhookWorkers serves queue ordertimeout_webhook.
+	DefaultWebhookWorkers  = 4
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultJobTimeout      = time.Minute
 	DefaultWebhookTimeout  = 10 * time.Second
@@ -96,7 +98,10 @@ type Config struct {
 	// NoSweep disables the sweep (for a sidecar that only works River jobs).
 	NoSweep bool
 
-	MaxWorkers        int
+	MaxWorkers int
+	// WebhookWorkers is how many webhook deliveries run at once, in queue
+	// worker.WebhookQueue, apart from MaxWorkers.
+	WebhookWorkers    int
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
 	JobTimeout        time.Duration
@@ -230,6 +235,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
 	}
+	if cfg.WebhookWorkers == 0 {
+		cfg.WebhookWorkers = DefaultWebhookWorkers
+	}
 	if cfg.SweepSessions == 0 {
 		cfg.SweepSessions = sweep.DefaultSessions
 	}
@@ -280,7 +288,7 @@ func checkReconcile(cfg Config) error {
 // checkNotNegative refuses a negative duration or count, which would mean
 // something its flag's --help does not say: the timers of --conflict-rescan
 // and --reconcile-every off, the defaults of --reconcile-overlap,
-// --reconcile-lookback, --max-workers and --sweep-sessions, no timeout at all
+// --reconcile-lookback, --max-workers, --webhook-workers and --sweep-sessions, no timeout at all
 // for River's --job-timeout and for the HTTP clients' timeouts, a negative
 // pool size for pgx.
 func checkNotNegative(cfg Config) error {
@@ -311,8 +319,9 @@ func checkNotNegative(cfg Config) error {
 		zero  string
 	}{
 		{"max-workers", cfg.MaxWorkers, fmt.Sprintf("the default, %d", DefaultMaxWorkers)},
+		{"webhook-workers", cfg.WebhookWorkers, fmt.Sprintf("the default, %d", DefaultWebhookWorkers)},
 		{"sweep-sessions", cfg.SweepSessions, fmt.Sprintf("the default, %d", sweep.DefaultSessions)},
-		{"db-max-conns", cfg.DBMaxConns, "sweep sessions + max workers + 6"},
+		{"db-max-conns", cfg.DBMaxConns, "sweep sessions + max workers + webhook workers + 6"},
 	} {
 		if n.value < 0 {
 			return fmt.Errorf("%s must not be negative (0: %s), got %d (--%s)", n.flag, n.zero, n.value, n.flag)

@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	setParam(params, "application_name", ApplicationName(cfg.Name), true)
 	// Sweep sessions, workers, and River's own (fetch, completer, leader,
 	// notifier) connections.
-	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+6))
+	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+cfg.WebhookWorkers+6))
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
@@ -186,6 +186,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	s.riverRunning.Store(true)
 	logger.Info("sidecar started", "queue", worker.Queue, "max_workers", s.cfg.MaxWorkers,
+		"webhook_queue", worker.WebhookQueue, "webhook_workers", s.cfg.WebhookWorkers,
 		"fetch_cooldown", s.cfg.FetchCooldown, "fetch_poll_interval", s.cfg.FetchPollInterval)
 
 	// The parts below stop when ctx ends, or when one of them fails.

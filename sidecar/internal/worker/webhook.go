@@ -31,8 +31,8 @@ type WebhookArgs struct {
 // Kind is "ordertimeout_webhook".
 func (WebhookArgs) Kind() string { return "ordertimeout_webhook" }
 
-// InsertOpts puts the job in Queue.
-func (WebhookArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
+// InsertOpts puts the job in WebhookQueue.
+func (WebhookArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: WebhookQueue} }
 
 // Event is the JSON body of a webhook delivery. ID is stable across retries
 // of one delivery: receivers deduplicate by it.
@@ -144,6 +144,11 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	return nil
 }
 
+// maxReadBody is the largest answer body of a receiver that a delivery
+// reads (to reuse the connection); a larger one, or one of unknown length,
+// is not read.
+const maxReadBody = 4 << 10
+
 func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.WebhookURL, bytes.NewReader(body))
 	if err != nil {
@@ -166,7 +171,13 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 		return fmt.Errorf("deliver webhook %s to %s://%s: %w", id, req.URL.Scheme, req.URL.Host, err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// The status is the answer; the body is read only when it is small and
+	// of a known length, to keep the connection for the next delivery. A
+	// body of unknown length could trickle in until the delivery's timeout,
+	// a worker held for an answer already given.
+	if resp.ContentLength >= 0 && resp.ContentLength <= maxReadBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadBody))
+	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		return fmt.Errorf("deliver webhook %s: receiver answered HTTP %d (a redirect, not followed: the webhook goes to --webhook-url only)", id, resp.StatusCode)
 	}

@@ -48,3 +48,34 @@ func TestWebhookErrorHidesTheURLsSecrets(t *testing.T) {
 		require.Contains(t, err.Error(), "deliver webhook evt_1 to http://"+u.Host+":")
 	}
 }
+
+// A receiver that answers 200 and then sends its body slowly, or without
+// end: the delivery is done with the status. Before, the worker read up to
+// 64 KiB of the body under the delivery's whole timeout, a worker held for
+// an answer already given.
+func TestWebhookDoesNotWaitForTheAnswersBody(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	trickle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		for {
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(trickle.Close)
+	t.Cleanup(func() { close(release) })
+	w := &WebhookWorker{Deps: &Deps{WebhookURL: trickle.URL, WebhookClient: &http.Client{Timeout: time.Minute}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, w.post(ctx, []byte(`{"id":"evt_1"}`), "evt_1"))
+	require.NoError(t, ctx.Err(), "the delivery waited for the body until its context ended")
+}

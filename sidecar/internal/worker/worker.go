@@ -24,6 +24,11 @@ import (
 // it must never serve.
 const Queue = "ordertimeout"
 
+// WebhookQueue is the River queue of webhook deliveries (events and
+// reminders), served by workers of their own: a receiver that hangs holds
+// up only webhooks, never the gateway jobs of Queue.
+const WebhookQueue = "ordertimeout_webhook"
+
 // Snooze pauses: the first snooze waits about minSnooze, each further one
 // twice as long, up to maxSnooze.
 const (

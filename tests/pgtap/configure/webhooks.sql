@@ -1,6 +1,7 @@
 -- With webhooks on, state changes queue a webhook job per event, and with
 -- remind_before an expiring-soon reminder is queued at expire_at -
--- remind_before; with webhooks off (the default) nothing is queued.
+-- remind_before; with webhooks off (the default) nothing is queued. Both go
+-- to queue ordertimeout_webhook, apart from the gateway jobs.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
@@ -16,7 +17,7 @@ SELECT ordertimeout.create_order('o1', '[{"sku": "A", "qty": 1}]', interval '20 
 SELECT results_eq(
     $$SELECT queue, args, scheduled_at = (SELECT expire_at - interval '5 minutes' FROM ordertimeout.orders WHERE order_id = 'o1')
         FROM public.river_job WHERE kind = 'ordertimeout_webhook'$$,
-    $$VALUES ('ordertimeout', '{"order_id": "o1", "reminder": "expiring_soon", "version": 1}'::jsonb, true)$$,
+    $$VALUES ('ordertimeout_webhook', '{"order_id": "o1", "reminder": "expiring_soon", "version": 1}'::jsonb, true)$$,
     'a reminder at expire_at - remind_before');
 
 SELECT ordertimeout.create_order('short', '[{"sku": "A", "qty": 1}]', interval '3 minutes');
@@ -25,7 +26,8 @@ SELECT is_empty($$SELECT 1 FROM public.river_job WHERE args ->> 'order_id' = 'sh
 
 SELECT ordertimeout.confirm_payment('o1', 'p1');
 SELECT results_eq(
-    $$SELECT (r.args ->> 'event_id')::bigint FROM public.river_job AS r WHERE r.kind = 'ordertimeout_webhook' AND r.args ? 'event_id'$$,
+    $$SELECT (r.args ->> 'event_id')::bigint FROM public.river_job AS r
+       WHERE r.kind = 'ordertimeout_webhook' AND r.queue = 'ordertimeout_webhook' AND r.args ? 'event_id'$$,
     $$SELECT e.event_id FROM ordertimeout.events AS e WHERE e.order_id = 'o1' AND e.to_status = 'PAID'$$,
     'the payment queues a webhook for its event');
 

@@ -1,4 +1,5 @@
--- rescue_stuck_jobs hands back the jobs of queue ordertimeout that have been
+-- rescue_stuck_jobs hands back the jobs of queues ordertimeout and
+-- ordertimeout_webhook that have been
 -- running longer than running_for by the database clock, as River's rescuer
 -- would: available again at once, discarded on the last attempt, cancelled
 -- when a cancel was asked. Jobs of other queues, and jobs not yet stuck, are
@@ -12,7 +13,7 @@ INSERT INTO public.river_job (id, kind, args, queue, state, attempt, max_attempt
 VALUES
     (-1, 'ordertimeout_precancel_check', '{}', 'ordertimeout', 'running', 1, 25, clock_timestamp() - interval '10 minutes', clock_timestamp() - interval '10 minutes', '{}'),
     (-2, 'ordertimeout_precancel_check', '{}', 'ordertimeout', 'running', 25, 25, clock_timestamp() - interval '10 minutes', clock_timestamp() - interval '10 minutes', '{}'),
-    (-3, 'ordertimeout_webhook', '{}', 'ordertimeout', 'running', 1, 25, clock_timestamp() - interval '10 minutes', clock_timestamp() - interval '10 minutes',
+    (-3, 'ordertimeout_webhook', '{}', 'ordertimeout_webhook', 'running', 1, 25, clock_timestamp() - interval '10 minutes', clock_timestamp() - interval '10 minutes',
          jsonb_build_object('cancel_attempted_at', clock_timestamp())),
     (-4, 'ordertimeout_precancel_check', '{}', 'ordertimeout', 'running', 1, 25, clock_timestamp() - interval '30 seconds', clock_timestamp() - interval '30 seconds', '{}'),
     (-5, 'someone_elses_job', '{}', 'default', 'running', 1, 25, clock_timestamp() - interval '10 minutes', clock_timestamp() - interval '10 minutes', '{}');
