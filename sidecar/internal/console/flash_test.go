@@ -43,3 +43,25 @@ func pauseInTheDatabase(t *testing.T, s shop) {
 	_, err := s.DB.Exec(bg, "SELECT ordertimeout.configure(paused => true)")
 	require.NoError(t, err)
 }
+
+// The message after a resolution names the resolution the conflict has:
+// a link that names another (a stale bookmark, a hand-made URL) or a
+// conflict that does not exist shows none. Before, only the conflict's
+// state was compared: the page said a reinstated conflict was refunded.
+func TestFlashNamesTheResolutionRecorded(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	a := site.resolve(t, operator, s.LateID, "reinstate", site.token(t, operator), nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "reinstated", *readConflict(t, s.DB, s.LateID).Resolution)
+
+	for _, outcome := range []string{"refunded", "manual", "refunding"} {
+		a = site.do(t, http.MethodGet, fmt.Sprintf("/console/conflicts?resolved=%d&outcome=%s", s.LateID, outcome), viewer, nil, nil)
+		require.Equal(t, http.StatusOK, a.Status, a.Body)
+		require.NotContains(t, a.Body, fmt.Sprintf("Conflict %d", s.LateID), "%s: the conflict was reinstated", outcome)
+	}
+	a = site.do(t, http.MethodGet, fmt.Sprintf("/console/conflicts?resolved=%d&outcome=reinstated", s.LateID), viewer, nil, nil)
+	require.Contains(t, a.Body, fmt.Sprintf("Conflict %d resolved: reinstated.", s.LateID))
+	a = site.do(t, http.MethodGet, "/console/conflicts?resolved=987654&outcome=manual", viewer, nil, nil)
+	require.NotContains(t, a.Body, "Conflict 987654", "a conflict that does not exist")
+}

@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
@@ -198,26 +200,35 @@ func (h *Handler) conflicts(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolvedFlash is the message of the redirect after a resolution, from
-// the URL: anyone can write one, so it is shown only when the open
-// conflicts agree (a resolved one is not open; a refund claimed is not
-// open any more).
-func resolvedFlash(r *http.Request, open []openConflict) string {
+// the URL: anyone can write one, so it is shown only when the conflict's row
+// agrees: resolved with the outcome named (reinstated, manual, refunded), or
+// claimed for a refund (refunding, or refunded since). A conflict that does
+// not exist, or a query that fails, shows nothing.
+func resolvedFlash(ctx context.Context, db *pgxpool.Pool, r *http.Request) string {
 	q := r.URL.Query()
 	id, err := strconv.ParseInt(q.Get("resolved"), 10, 64)
 	if err != nil || id <= 0 {
 		return ""
 	}
-	state := "resolved"
-	for _, c := range open {
-		if c.ID == id {
-			state = c.State
-		}
+	outcome := q.Get("outcome")
+	if outcome != "reinstated" && outcome != "manual" && outcome != "refunded" && outcome != "refunding" {
+		return ""
 	}
-	switch outcome := q.Get("outcome"); {
-	case (outcome == "reinstated" || outcome == "manual" || outcome == "refunded") && state == "resolved":
-		return fmt.Sprintf("Conflict %d resolved: %s.", id, outcome)
-	case outcome == "refunding" && (state == "refunding" || state == "resolved"):
+	var state string
+	var resolution *string
+	if err := db.QueryRow(ctx, `SELECT state, resolution FROM ordertimeout.conflicts WHERE conflict_id = $1`, id).
+		Scan(&state, &resolution); err != nil {
+		return ""
+	}
+	resolved := ""
+	if resolution != nil {
+		resolved = *resolution
+	}
+	switch {
+	case outcome == "refunding" && (state == "refunding" || resolved == "refunded"):
 		return fmt.Sprintf("Conflict %d is claimed for a refund: the sidecar refunds it at the gateway and records it.", id)
+	case outcome != "refunding" && state == "resolved" && resolved == outcome:
+		return fmt.Sprintf("Conflict %d resolved: %s.", id, outcome)
 	}
 	return ""
 }
@@ -255,8 +266,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 		return
 	}
 	if p.Error == "" && p.Info == "" {
-		// All of them: one past the shown 200 is still open.
-		p.Info = resolvedFlash(r, d.Open)
+		p.Info = resolvedFlash(ctx, db, r)
 	}
 	if len(d.Open) > maxOpenConflicts {
 		d.Open, d.OpenTruncated = d.Open[:maxOpenConflicts], true
@@ -359,6 +369,11 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	// same way already with another note (OT138), shown like any refusal.
 	var note *string
 	if n := strings.TrimSpace(r.PostForm.Get("note")); n != "" {
+		if !utf8.ValidString(n) {
+			// PostgreSQL would refuse it as a database error (22021).
+			h.fail(w, r, http.StatusBadRequest, "The note is not UTF-8 text: nothing was resolved.")
+			return
+		}
 		note = &n
 	}
 
