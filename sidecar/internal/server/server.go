@@ -179,16 +179,28 @@ func (s *Server) routes() http.Handler {
 		ui := http.NewServeMux()
 		ui.Handle("/riverui/api/", s.limitDB(s.RiverUI))
 		ui.Handle("/riverui/", s.RiverUI)
+		// Its pages can cancel and delete jobs: never in another site's
+		// frame (clickjacking), as the console's.
 		switch {
 		case s.UIUser != "":
-			mux.Handle("/riverui/", s.basicAuth(ui))
+			mux.Handle("/riverui/", noFraming(s.basicAuth(ui)))
 		case s.ln == nil || isLoopback(s.ln.Addr()):
-			mux.Handle("/riverui/", readOnly(ui))
+			mux.Handle("/riverui/", noFraming(readOnly(ui)))
 		default:
 			s.logger().Warn("River UI not served: the HTTP server listens beyond localhost and no UI user and password are set")
 		}
 	}
 	return mux
+}
+
+// noFraming forbids every answer of h to be shown in a frame of another
+// page.
+func noFraming(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve serves until ctx is done, then shuts down, letting requests in

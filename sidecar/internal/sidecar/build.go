@@ -177,7 +177,7 @@ func (s *Sidecar) newRiver(gw gateway.Gateway) error {
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	rc, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
-		Logger:               logger.With("component", "river"),
+		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
 			worker.Queue:        {MaxWorkers: cfg.MaxWorkers},
 			worker.WebhookQueue: {MaxWorkers: cfg.WebhookWorkers},

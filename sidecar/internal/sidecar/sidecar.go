@@ -113,13 +113,16 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 // started it (nil before, or when disabled).
 func (s *Sidecar) HTTPAddr() net.Addr { return s.httpAddr }
 
-// Ready reports nil when the database answers and River is working.
+// Ready reports nil when the database answers and River is working. Its
+// error is what /readyz shows, to anyone who can reach it: the database's
+// error (which can name its host, user and database) goes to the log only.
 func (s *Sidecar) Ready(ctx context.Context) error {
 	if !s.riverRunning.Load() {
 		return errors.New("River client is not running")
 	}
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("database: %w", err)
+		s.logger.Warn("not ready: the database does not answer", "error", err)
+		return errors.New("the database does not answer (the sidecar's log has the error)")
 	}
 	return nil
 }
