@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
@@ -464,7 +466,7 @@ func TestTwoSidecarsDrainTogether(t *testing.T) {
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true, remind_before => interval '1 second')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true, remind_before => interval '2 seconds')")
 
 	const secret = "whsec"
 	var (
@@ -477,11 +479,6 @@ func TestWebhooks(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
-		if first { // the first delivery fails: River retries it
-			first = false
-			http.Error(w, "try again", http.StatusServiceUnavailable)
-			return
-		}
 		if err := webhook.Verify(secret, r.Header.Get(webhook.SignatureHeader), body, 5*time.Minute, time.Now()); err != nil {
 			failures = append(failures, err)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -490,6 +487,13 @@ func TestWebhooks(t *testing.T) {
 		var ev worker.Event
 		if err := json.Unmarshal(body, &ev); err != nil {
 			failures = append(failures, err)
+		}
+		// The first delivery of an event fails: River retries it. (Not
+		// a reminder's: retried past the order's expire_at, it is moot.)
+		if first && ev.Type != worker.TypeExpiringSoon {
+			first = false
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
 		}
 		received = append(received, ev)
 	}))
@@ -500,8 +504,8 @@ func TestWebhooks(t *testing.T) {
 	cfg.WebhookSecret = secret
 	sidecartest.Start(t, cfg)
 
-	sidecartest.CreateOrder(t, e.db, "C1", 1500*time.Millisecond, "") // reminded at 0.5 s, cancelled at 1.5 s
-	sidecartest.CreateOrder(t, e.db, "P1", 1500*time.Millisecond, "") // paid before its reminder: no reminder
+	sidecartest.CreateOrder(t, e.db, "C1", 3*time.Second, "") // reminded at 1 s, cancelled at 3 s
+	sidecartest.CreateOrder(t, e.db, "P1", 3*time.Second, "") // paid before its reminder: no reminder
 	e.pay(t, "P1", fakegateway.Instant, "PAY1")
 
 	types := func() []string {
@@ -635,6 +639,24 @@ func TestHTTPServer(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	code, _ = get("/riverui/api/jobs?state=completed", "admin", "pw")
 	require.Equal(t, 200, code)
+	// River UI can cancel and delete jobs: never framed by another page.
+	for _, auth := range [][2]string{{"", ""}, {"admin", "pw"}} {
+		req, err := http.NewRequest(http.MethodGet, base+"/riverui/", nil)
+		require.NoError(t, err)
+		if auth[0] != "" {
+			req.SetBasicAuth(auth[0], auth[1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "user %q", auth[0])
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", "user %q", auth[0])
+	}
+	// /readyz answers anyone who can reach it: a database that does not
+	// answer is named, its error (host, user, database) is not.
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.EqualError(t, s.Ready(gone), "the database does not answer (the sidecar's log has the error)")
 
 	// Cancel lag reaches the histogram once settled.
 	sidecartest.Eventually(t, 15*time.Second, "the cancel lag histogram", func() (bool, error) {
@@ -1002,4 +1024,55 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, changed)
 	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "schema-39"))
+}
+
+// A reminder goes out only before its order's expire_at, when the buyer can
+// still pay: one that comes later (retried that long, or kept waiting by a
+// sidecar that was down) is moot. And its id names its job: an order id that
+// a purge freed and a new order took gets reminders of the same version
+// under new ids. Before, both went out, the second under the first's id.
+func TestReminderOnlyBeforeExpiryUnderItsOwnID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true, remind_before => interval '1 second', grace => interval '1 hour')")
+	var (
+		mu  sync.Mutex
+		ids []string
+	)
+	receiver := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		var ev worker.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		mu.Lock()
+		defer mu.Unlock()
+		ids = append(ids, ev.ID)
+	}))
+	t.Cleanup(receiver.Close)
+	w := &worker.WebhookWorker{Deps: &worker.Deps{Pool: e.db, WebhookURL: receiver.URL, WebhookClient: receiver.Client(), Logger: sidecartest.Logger()}}
+	work := func(jobID int64, orderID string) error {
+		args := worker.WebhookArgs{OrderID: orderID, Reminder: "expiring_soon", Version: 1}
+		return w.Work(bg, &river.Job[worker.WebhookArgs]{JobRow: &rivertype.JobRow{ID: jobID, Kind: args.Kind(), Attempt: 1, MaxAttempts: 25}, Args: args})
+	}
+
+	sidecartest.CreateOrder(t, e.db, "R1", time.Hour, "")
+	require.NoError(t, work(101, "R1"))
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('R1')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.close_cancelled(interval '0')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.purge_orders(interval '0')")
+	sidecartest.CreateOrder(t, e.db, "R1", time.Hour, "")
+	require.NoError(t, work(202, "R1"))
+	mu.Lock()
+	require.Len(t, ids, 2)
+	require.NotEqual(t, ids[0], ids[1], "two orders, one id")
+	mu.Unlock()
+
+	// Expired (300 ms), still PENDING for the hour of grace.
+	sidecartest.CreateOrder(t, e.db, "X1", 300*time.Millisecond, "")
+	sidecartest.Eventually(t, 10*time.Second, "X1 past its expire_at", func() (bool, error) {
+		return sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.orders WHERE order_id = 'X1' AND expire_at <= clock_timestamp()") == 1, nil
+	})
+	require.Equal(t, "PENDING", sidecartest.Status(t, e.db, "X1"))
+	require.NoError(t, work(303, "X1"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ids, 2, "no reminder after expire_at")
 }

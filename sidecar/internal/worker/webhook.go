@@ -72,7 +72,7 @@ const (
 // (at least once delivery); so is a delivery that the job's timeout ended. A
 // redirect is never followed: it is a failed delivery, and its Location never
 // sees the body or the signature. A reminder is sent only if the order is
-// still PENDING at the version it was made for.
+// still PENDING at the version it was made for, and before its expire_at.
 type WebhookWorker struct {
 	river.WorkerDefaults[WebhookArgs]
 	*Deps
@@ -95,9 +95,23 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 			w.outcome(job.Kind, "moot")
 			return nil
 		}
+		// Past expire_at (a delivery retried long, a sidecar that was
+		// down) the buyer can no longer pay (begin_payment: OT122): a
+		// "pay soon" would be a lie. By the database's clock.
+		var expired bool
+		if err := w.Pool.QueryRow(ctx, "SELECT clock_timestamp() >= $1::timestamptz", st.ExpireAt).Scan(&expired); err != nil {
+			return retry(ctx, w.Deps, job, false, fmt.Errorf("read the database's clock: %w", err))
+		}
+		if expired {
+			w.outcome(job.Kind, "moot")
+			return nil
+		}
 		expire := st.ExpireAt
 		ev = Event{
-			ID:       fmt.Sprintf("reminder_%s_%s_%d", a.Reminder, a.OrderID, a.Version),
+			// The job's id too: an order id that a purge freed and a new
+			// order took has reminders of the same version, which the
+			// receiver must not take for repeats of the old one's.
+			ID:       fmt.Sprintf("reminder_%s_%s_%d_%d", a.Reminder, a.OrderID, a.Version, job.ID),
 			Type:     "order." + a.Reminder,
 			OrderID:  a.OrderID,
 			At:       w.now().UTC(),
