@@ -47,7 +47,7 @@ func runCmd(ctx context.Context, args []string) error {
 	)
 	f := config.New("run", "ordertimeout run [flags]", runDescription)
 	f.String(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value), straight to PostgreSQL, not through a connection pooler", "DATABASE_URL", config.EnvName("database-url"))
-	f.String(&cfg.Name, "name", "", "this sidecar's name; events it causes record actor \"sidecar:<name>\" (default <hostname>-<pid>)")
+	f.String(&cfg.Name, "name", "", "this sidecar's name, 1 to 192 plain characters; events it causes record actor \"sidecar:<name>\" (default <hostname>-<pid>)")
 	f.String(&cfg.GatewayDriver, "gateway", gateway.DriverHTTP, "gateway driver: http (the JSON contract at --gateway-url) or stripe (Stripe's API, key from --stripe-key-env)")
 	f.String(&cfg.GatewayURL, "gateway-url", "", "base URL of the payment gateway (required with --gateway http): http or https with a host name (and a port from 1 to 65535, if any), maybe a path, no query or fragment, e.g. https://pay.example.com")
 	f.String(&stripeKeyEnv, "stripe-key-env", "STRIPE_API_KEY", "name of the environment variable holding Stripe's secret API key (--gateway stripe; never a flag, which process listings show)")

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/listener"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sweep"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 )
 
@@ -222,6 +224,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName()
+	}
+	// Every event the sidecar writes names it as actor "sidecar:<name>",
+	// which the database refuses (OT148) unless plain text of at most 200
+	// characters: a sidecar started with another name would fail every
+	// sweep and cancel nothing.
+	if !text.Plain(ActorPrefix+cfg.Name, MaxActor) {
+		return Config{}, fmt.Errorf("name must be 1 to %d characters without control, format or line-separator characters (it is recorded as actor %q on every event), got %d characters (--name)",
+			MaxActor-len(ActorPrefix), ActorPrefix+"<name>", utf8.RuneCountInString(cfg.Name))
 	}
 	// The database's bounds: sweep_due refuses any other batch (OT140) and
 	// plan_next_sweep any other pause (OT141). A sidecar started with such a

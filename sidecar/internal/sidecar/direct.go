@@ -19,13 +19,20 @@ var ErrBehindPooler = errors.New("the sidecar needs a direct connection to Postg
 	"it sends session settings at connect (ordertimeout.actor, default_transaction_isolation) and LISTENs " +
 	"(README: Connection poolers)")
 
+// ActorPrefix and the sidecar's name are the actor of every event it causes;
+// MaxActor is the most characters the database takes for an actor (OT148).
+const (
+	ActorPrefix = "sidecar:"
+	MaxActor    = 200
+)
+
 // sessionSettings are the settings New sends at connect that the sidecar's
 // work depends on: the actor every event it causes names, and READ
 // COMMITTED, without which sweep_due and cancel_checked refuse to run
 // (OT154).
 func sessionSettings(name string) map[string]string {
 	return map[string]string{
-		"ordertimeout.actor":            "sidecar:" + name,
+		"ordertimeout.actor":            ActorPrefix + name,
 		"default_transaction_isolation": "read committed",
 	}
 }

@@ -125,6 +125,7 @@ func TestNewRefusesNegativeValues(t *testing.T) {
 		{func(c *sidecar.Config) { c.FetchPollInterval = -time.Millisecond }, "(--fetch-poll-interval)"},
 		{func(c *sidecar.Config) { c.GatewayBurst = 5 }, "--gateway-burst needs --gateway-rate"},
 		{func(c *sidecar.Config) { c.MaxWorkers = -1 }, "(--max-workers)"},
+		{func(c *sidecar.Config) { c.WebhookWorkers = -1 }, "(--webhook-workers)"},
 		{func(c *sidecar.Config) { c.SweepSessions = -1 }, "(--sweep-sessions)"},
 		{func(c *sidecar.Config) { c.DBMaxConns = -5 }, "(--db-max-conns)"},
 	} {
@@ -162,5 +163,23 @@ func TestNewRefusesReconcileSettingsThatCannotWork(t *testing.T) {
 			_, err := sidecar.New(t.Context(), cfg)
 			require.ErrorContains(t, err, c.want)
 		})
+	}
+}
+
+// The sidecar's name is recorded as actor "sidecar:<name>" on every event,
+// which the database refuses unless plain text of at most 200 characters
+// (OT148): a sidecar started with another name is refused at start. Before,
+// it started, answered /readyz, and failed every sweep, cancelling nothing.
+func TestNewRefusesANameTheDatabaseRefuses(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{strings.Repeat("n", 193), "a\nb", "a\u202eb", "a\xffb"} {
+		cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", name)
+		_, err := sidecar.New(t.Context(), cfg)
+		require.ErrorContains(t, err, "(--name)", "%q", name)
+		require.ErrorContains(t, err, "name must be 1 to 192 characters")
+	}
+	cfg := sidecartest.Config("postgres://localhost/x", "http://localhost:1", strings.Repeat("n", 192))
+	if _, err := sidecar.New(t.Context(), cfg); err != nil {
+		require.NotContains(t, err.Error(), "(--name)", "192 characters make an actor of 200")
 	}
 }
