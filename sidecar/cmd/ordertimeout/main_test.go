@@ -383,7 +383,13 @@ func TestMigrateDownAndUp(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, "SELECT (SELECT count(*) FROM ordertimeout.orders), (SELECT count(*) FROM ordertimeout.stock), (SELECT count(*) FROM ordertimeout.events)").Scan(&ordersAfter, &stockAfter, &eventsAfter))
 	require.Equal(t, []int{orders, stock, 1}, []int{ordersAfter, stockAfter, eventsAfter}, "no row lost")
 
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--database-url", url}))
+	// Orders are data: the rollback is refused, naming 000009, until
+	// --drop-data (command line only, like --all).
+	err := realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--database-url", url})
+	require.ErrorContains(t, err, "000009 drops the ordertimeout schema")
+	require.ErrorContains(t, err, "nothing was rolled back (give --drop-data to roll back anyway)")
+	require.Equal(t, latest, version())
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(ours), "--drop-data", "--database-url", url}))
 	require.Equal(t, 8, version())
 	require.False(t, exists("ordertimeout.orders"), "down %d removes ordertimeout", ours)
 	require.True(t, exists("public.river_job"), "and keeps River's tables")
@@ -803,4 +809,44 @@ func runPause(ctx context.Context, bin, url string) (stdout, stderr string, err 
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()
 	return out.String(), errOut.String(), err
+}
+
+// migrate down refuses to roll back a migration whose down drops data the
+// database holds, naming what would be lost, unless --drop-data: a review
+// rolled back 000055 with "down 1" and up again, and the payment ids of the
+// purged orders were gone, with them the refusal of an old payment that now
+// paid a new order given the purged one's id.
+func TestMigrateDownKeepsData(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	version := func() int {
+		var v int
+		require.NoError(t, db.QueryRow(ctx, "SELECT version FROM schema_migrations").Scan(&v))
+		return v
+	}
+	latest, _ := migrationVersions(t)
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	require.Equal(t, latest, version())
+	require.GreaterOrEqual(t, latest, 56)
+	// Nothing held yet: the last two roll back and come back.
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 54), "--database-url", url}))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "X1", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('X1', 'P-old')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.purge_orders(interval '0', paid_older_than => interval '0')")
+	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.purged_payments"))
+
+	err := realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 54), "--database-url", url})
+	require.ErrorContains(t, err, "000055 drops the payment ids of purged orders (purged_payments)")
+	require.ErrorContains(t, err, "nothing was rolled back")
+	require.Equal(t, latest, version())
+	require.EqualValues(t, 1, count(t, db, "SELECT count(*) FROM ordertimeout.purged_payments"))
+	require.ErrorContains(t, realMain(ctx, []string{"migrate", "up", "--drop-data", "--database-url", url}), "--drop-data goes with down only")
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 54), "--drop-data", "--database-url", url}))
+	require.Equal(t, 54, version())
 }

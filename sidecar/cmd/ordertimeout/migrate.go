@@ -17,25 +17,36 @@ ordertimeout schema) with golang-migrate.
 
   up         apply every migration not yet applied
   down N     roll back the last N migrations; refused, rolling back nothing,
-             if fewer than N are applied
+             if fewer than N are applied, or if one of them drops data the
+             database holds (000055 the payment ids of purged orders,
+             000031 the units sold by purged orders, 000013 the notes of
+             resolutions, 000010 the watermarks, payment methods and the
+             money columns of conflicts and payments, 000009 every order,
+             000002 every River job): the error names it; --drop-data rolls
+             back anyway
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
   version    print the applied version (and "dirty" after a failed migration)
   force N    record version N (0, or a migration's) as applied and clean,
              running nothing: after a migration failed (its transaction
              rolled back, and only the dirty mark stays), force the version
-             before it, fix what its error names, and run up again`
+             before it, fix what its error names, and run up again; after a
+             migrate up was killed, the migration may have committed: if up
+             then says an object already exists, force its version instead`
 
 func migrateCmd(ctx context.Context, args []string) error {
 	var (
 		databaseURL string
 		all         bool
+		dropData    bool
 		log         config.Logging
 	)
 	f := config.New("migrate", "ordertimeout migrate up|down N|down --all|version|force N [flags]", migrateDescription)
 	f.String(&databaseURL, "database-url", "", "PostgreSQL connection string (URL or key=value)", "DATABASE_URL", config.EnvName("database-url"))
 	f.Bool(&all, "all", false, "with down: roll back every migration")
 	f.CommandLineOnly("all") // it drops every table: never from a variable left in the environment
+	f.Bool(&dropData, "drop-data", false, "with down N: roll back even migrations whose down drops data the database holds")
+	f.CommandLineOnly("drop-data")
 	log.AddFlags(f)
 	if len(args) == 0 {
 		f.PrintUsage(os.Stderr)
@@ -71,6 +82,9 @@ func migrateCmd(ctx context.Context, args []string) error {
 	if all && action != "down" {
 		return fmt.Errorf("migrate %s: --all goes with down only", action)
 	}
+	if dropData && action != "down" {
+		return fmt.Errorf("migrate %s: --drop-data goes with down only", action)
+	}
 	if databaseURL == "" {
 		return errors.New("migrate: database URL is required (--database-url or DATABASE_URL)")
 	}
@@ -98,7 +112,7 @@ func migrateCmd(ctx context.Context, args []string) error {
 		if steps > 0 && all {
 			return fmt.Errorf("migrate down: give a number of migrations (%d) or --all, not both; nothing was rolled back", steps)
 		}
-		changed, err := m.Down(steps)
+		changed, err := m.Down(steps, dropData)
 		if err != nil {
 			return err
 		}
@@ -125,7 +139,8 @@ func printVersion(m *migrator.Migrator, changed bool) error {
 		state = "changed"
 	}
 	if dirty {
-		fmt.Printf("version %d (dirty: a migration failed; force the version before it, fix what its error names, migrate up)\n", v)
+		fmt.Printf("version %d (dirty: migration %d failed, or was interrupted; force %d, fix what its error names, migrate up; "+
+			"after an interruption %d may have committed: if up then says an object already exists, force %d instead)\n", v, v, v-1, v, v)
 		return errors.New("migrate: database is dirty")
 	}
 	fmt.Printf("version %d (%s)\n", v, state)

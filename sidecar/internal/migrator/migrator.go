@@ -63,16 +63,38 @@ func (g *Migrator) Up() (changed bool, err error) {
 // (which removes ordertimeout and River's tables with all their data). It
 // refuses, before anything runs, a dirty database and more steps than there
 // are applied migrations: golang-migrate would roll back every applied one
-// and only then report the shortfall.
-func (g *Migrator) Down(steps int) (changed bool, err error) {
+// and only then report the shortfall. Unless dropData, it also refuses to
+// roll back a migration whose down drops tables or columns that hold data
+// (see losses), naming what would be lost.
+func (g *Migrator) Down(steps int, dropData bool) (changed bool, err error) {
 	if steps < 0 {
 		return false, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
 	}
 	if steps == 0 {
 		err = g.m.Down()
 	} else {
-		if err := g.checkDown(steps); err != nil {
-			return false, err
+		current, cerr := g.checkDown(steps)
+		if cerr != nil {
+			return false, cerr
+		}
+		if !dropData {
+			versions, verr := migrations.Versions()
+			if verr != nil {
+				return false, verr
+			}
+			var applied []uint
+			for _, v := range versions {
+				if v <= current {
+					applied = append(applied, v)
+				}
+			}
+			target := uint(0)
+			if steps < len(applied) {
+				target = applied[len(applied)-steps-1]
+			}
+			if lerr := g.checkLoss(current, target); lerr != nil {
+				return false, lerr
+			}
 		}
 		err = g.m.Steps(-steps)
 	}
@@ -86,18 +108,18 @@ func (g *Migrator) Down(steps int) (changed bool, err error) {
 }
 
 // checkDown refuses to roll back steps migrations when the database is dirty
-// or fewer than steps migrations are applied.
-func (g *Migrator) checkDown(steps int) error {
+// or fewer than steps migrations are applied. It returns the applied version.
+func (g *Migrator) checkDown(steps int) (uint, error) {
 	current, dirty, err := g.Version()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if dirty {
-		return fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
+		return 0, fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
 	}
 	versions, err := migrations.Versions()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	applied := 0
 	for _, v := range versions {
@@ -106,10 +128,10 @@ func (g *Migrator) checkDown(steps int) error {
 		}
 	}
 	if steps > applied {
-		return fmt.Errorf("migrate down: %d migrations are applied (version %d), fewer than %d; nothing was rolled back (down --all rolls back every migration, dropping all data)",
+		return 0, fmt.Errorf("migrate down: %d migrations are applied (version %d), fewer than %d; nothing was rolled back (down --all rolls back every migration, dropping all data)",
 			applied, current, steps)
 	}
-	return nil
+	return current, nil
 }
 
 // Force records version as applied and clean, without running anything: for

@@ -967,7 +967,7 @@ func TestRefusesAnOlderSchema(t *testing.T) {
 	version, _, err := m.Version()
 	require.NoError(t, err)
 	require.Greater(t, version, uint(18))
-	changed, err := m.Down(int(version) - 18)
+	changed, err := m.Down(int(version)-18, true)
 	require.NoError(t, err)
 	require.True(t, changed)
 
@@ -1006,7 +1006,7 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 	version, _, err := m.Version()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, version, uint(39))
-	changed, err := m.Down(int(version) - 38)
+	changed, err := m.Down(int(version)-38, true)
 	require.NoError(t, err)
 	require.True(t, changed)
 

@@ -1,0 +1,74 @@
+package migrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A loss is what rolling back one migration destroys for good, with a query
+// that says whether the database holds any of it.
+type loss struct {
+	what  string
+	query string
+}
+
+// losses are the migrations whose down drops tables or columns that hold
+// data, rather than only functions, views, types and constraints.
+var losses = map[uint]loss{
+	55: {"the payment ids of purged orders (purged_payments): with them go the refusals of a late callback, or a new attempt, under the id of a purged order that a new order took (OT176)",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_payments)"},
+	31: {"the units sold by purged orders (purged_sales), which the stock conservation check counts",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_sales)"},
+	13: {"the notes of conflict resolutions (conflicts.note)",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.conflicts WHERE note IS NOT NULL)"},
+	10: {"the reconciliation watermarks, the payment methods, each conflict's currency, state, cause and refund, each payment's currency, each order's payment method and gateway expiry, and the pause",
+		// The payment methods alone do not count: 000010 seeds three.
+		`SELECT EXISTS (SELECT 1 FROM ordertimeout.reconcile_watermarks)
+		     OR EXISTS (SELECT 1 FROM ordertimeout.conflicts) OR EXISTS (SELECT 1 FROM ordertimeout.payments)
+		     OR EXISTS (SELECT 1 FROM ordertimeout.orders)`},
+	9: {"the ordertimeout schema: every order, payment, conflict, event, stock row and setting",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.orders) OR EXISTS (SELECT 1 FROM ordertimeout.stock)"},
+	2: {"River's job table (river_job) with every job, timers included",
+		"SELECT EXISTS (SELECT 1 FROM public.river_job)"},
+}
+
+// checkLoss refuses to roll back from version current down to version target
+// when a migration in between would drop data the database holds: each is
+// named with what would be lost.
+func (g *Migrator) checkLoss(current, target uint) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, g.url)
+	if err != nil {
+		return fmt.Errorf("connect for the rollback's check: %w", err)
+	}
+	defer conn.Close(ctx)
+	var versions []uint
+	for v := range losses {
+		if v > target && v <= current {
+			versions = append(versions, v)
+		}
+	}
+	slices.Sort(versions)
+	slices.Reverse(versions)
+	var lost []string
+	for _, v := range versions {
+		var held bool
+		if err := conn.QueryRow(ctx, losses[v].query).Scan(&held); err != nil {
+			return fmt.Errorf("check what rolling back migration %d would drop: %w", v, err)
+		}
+		if held {
+			lost = append(lost, fmt.Sprintf("%06d drops %s", v, losses[v].what))
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("migrate down to version %d would drop data this database holds: %s; nothing was rolled back (give --drop-data to roll back anyway)",
+		target, strings.Join(lost, "; "))
+}
