@@ -113,7 +113,8 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 // started it (nil before, or when disabled).
 func (s *Sidecar) HTTPAddr() net.Addr { return s.httpAddr }
 
-// Ready reports nil when the database answers and River is working. Its
+// Ready reports nil when the database answers, River is working and the
+// sweeper's sweeps are not failing one after another. Its
 // error is what /readyz shows, to anyone who can reach it: the database's
 // error (which can name its host, user and database) goes to the log only.
 func (s *Sidecar) Ready(ctx context.Context) error {
@@ -123,6 +124,9 @@ func (s *Sidecar) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		s.logger.Warn("not ready: the database does not answer", "error", err)
 		return errors.New("the database does not answer (the sidecar's log has the error)")
+	}
+	if s.sweeper != nil {
+		return s.sweeper.Healthy()
 	}
 	return nil
 }

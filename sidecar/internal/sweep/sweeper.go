@@ -149,6 +149,9 @@ type Sweeper struct {
 
 	batches, claimed, cancelled, caught, checks, moot atomic.Int64
 	deferred, quick, held, retries, errors, wakeups   atomic.Int64
+	// failingSweeps and failingPlans count the sweeps and the plans of the
+	// next sweep that failed in a row (see Healthy).
+	failingSweeps, failingPlans atomic.Int64
 
 	wakeOnce sync.Once
 	wake     chan struct{}
@@ -172,6 +175,26 @@ func (s *Sweeper) Stats() Stats {
 		Errors:        s.errors.Load(),
 		Wakeups:       s.wakeups.Load(),
 	}
+}
+
+// MaxFailing is how many sweeps, or plans of the next sweep, may fail in a
+// row before Healthy reports the sweeper unhealthy.
+const MaxFailing = 3
+
+// Healthy reports nil unless the last MaxFailing sweeps, or the last
+// MaxFailing plans of the next sweep, all failed: a database that refuses
+// them (read-only after a failover, a schema rolled back, a statement
+// timeout shorter than a batch) leaves due orders uncancelled, or cancelled
+// up to MaxSleep late, however well the database answers a ping. The errors
+// are in the log.
+func (s *Sweeper) Healthy() error {
+	if n := s.failingSweeps.Load(); n >= MaxFailing {
+		return fmt.Errorf("the last %d sweeps failed (the sidecar's log has the errors)", n)
+	}
+	if n := s.failingPlans.Load(); n >= MaxFailing {
+		return fmt.Errorf("the last %d plans of the next sweep failed (the sidecar's log has the errors)", n)
+	}
+	return nil
 }
 
 // Run sweeps until ctx is done, then returns nil once the sweeps in flight
@@ -198,9 +221,13 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		res, err := s.Sweep(ctx)
 		if err != nil {
 			logger.Error("sweep due orders", "error", err)
+			if ctx.Err() == nil {
+				s.failingSweeps.Add(1)
+			}
 			s.pause(ctx, errorPause)
 			continue
 		}
+		s.failingSweeps.Store(0)
 		if res.Claimed >= s.batch() && ctx.Err() == nil {
 			s.drain(ctx)
 			continue
@@ -224,7 +251,10 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			logger.Error("plan next sweep", "error", err)
+			s.failingPlans.Add(1)
 			d = s.maxSleep()
+		} else {
+			s.failingPlans.Store(0)
 		}
 		if !held {
 			heldSince = time.Time{}
