@@ -153,6 +153,13 @@ type Sweeper struct {
 	// next sweep that failed in a row (see Healthy).
 	failingSweeps, failingPlans atomic.Int64
 
+	// shrunk, when not zero, is a batch smaller than Batch that a sweep
+	// ended by a statement timeout made the size of the sweeps since
+	// shrunkAt (see size).
+	mu       sync.Mutex
+	shrunk   int
+	shrunkAt time.Time
+
 	wakeOnce sync.Once
 	wake     chan struct{}
 
@@ -228,7 +235,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			continue
 		}
 		s.failingSweeps.Store(0)
-		if res.Claimed >= s.batch() && ctx.Err() == nil {
+		if res.Claimed >= s.size() && ctx.Err() == nil {
 			s.drain(ctx)
 			continue
 		}
@@ -286,7 +293,7 @@ func (s *Sweeper) drain(ctx context.Context) {
 					s.logger().Error("sweep due orders", "error", err)
 					return
 				}
-				if res.Claimed < s.batch() {
+				if res.Claimed < s.size() {
 					return
 				}
 			}
@@ -303,8 +310,9 @@ func (s *Sweeper) drain(ctx context.Context) {
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	var res Result
 	for attempt := 1; ; attempt++ {
+		size := s.size()
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
-		err := s.Pool.QueryRow(qctx, sweepQuery, s.batch()).
+		err := s.Pool.QueryRow(qctx, sweepQuery, size).
 			Scan(&res.Claimed, &res.Cancelled, &res.CaughtBySweep, &res.Checks, &res.Moot, &res.Deferred, &res.SweptAt)
 		cancel()
 		if err == nil {
@@ -321,8 +329,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			return Result{}, nil
 		}
 		s.errors.Add(1)
+		if sqlstate.Is(err, queryCanceled) {
+			s.shrink(size)
+		}
 		return Result{}, fmt.Errorf("sweep due orders: %w", err)
 	}
+	s.regrow()
 	s.batches.Add(1)
 	s.claimed.Add(int64(res.Claimed))
 	s.cancelled.Add(int64(res.Cancelled))
@@ -436,6 +448,55 @@ func ptr[T any](v T) *T { return &v }
 
 func retryable(err error) bool {
 	return sqlstate.Is(err, sqlstate.SerializationFailure, sqlstate.DeadlockDetected)
+}
+
+// queryCanceled is PostgreSQL's code of a statement ended by
+// statement_timeout, by a cancel request, or by the sweep's own timeout.
+const queryCanceled = "57014"
+
+// regrowAfter is how long the sweeps stay at a batch that a statement
+// timeout shrank before they double it again, towards Batch.
+const regrowAfter = time.Minute
+
+// size is the batch of the next sweep: Batch, or less while a statement
+// timeout has made it smaller (shrink).
+func (s *Sweeper) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shrunk > 0 {
+		return s.shrunk
+	}
+	return s.batch()
+}
+
+// shrink halves the batch after a sweep of size orders was ended by a
+// statement timeout (statement_timeout of the sidecar's role, say, shorter
+// than a sweep of Batch orders takes): each ended sweep rolls back and
+// cancels nothing, so sweeping the same size again would stall every due
+// order. It stops at 1, and regrow brings it back.
+func (s *Sweeper) shrink(size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if size <= 1 || (s.shrunk > 0 && s.shrunk < size) {
+		return
+	}
+	s.shrunk, s.shrunkAt = size/2, time.Now()
+	s.logger().Warn("a sweep was ended by a statement timeout and cancelled nothing: sweeping fewer orders at a time"+
+		" (check statement_timeout of the sidecar's role)", "batch", size, "next_batch", s.shrunk, "sweep_batch", s.batch())
+}
+
+// regrow doubles a batch that a statement timeout shrank, towards Batch,
+// once it has served regrowAfter without one.
+func (s *Sweeper) regrow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shrunk == 0 || time.Since(s.shrunkAt) < regrowAfter {
+		return
+	}
+	s.shrunk, s.shrunkAt = min(2*s.shrunk, s.batch()), time.Now()
+	if s.shrunk == s.batch() {
+		s.shrunk = 0
+	}
 }
 
 func (s *Sweeper) batch() int {

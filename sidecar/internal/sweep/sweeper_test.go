@@ -430,3 +430,34 @@ func TestSweepThatMetAPauseIsNoError(t *testing.T) {
 	require.Equal(t, "PENDING", sidecartest.Status(t, db, "held"))
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()"), "the timer stays")
 }
+
+// A statement timeout shorter than a sweep of the whole batch takes (the
+// sidecar's role has statement_timeout = 2 s here, and each cancel 5 ms):
+// the sweep it ends rolls back and cancels nothing, so the sweeper halves
+// its batch until the sweeps finish, and every order is cancelled. Before,
+// it swept the same batch again and again, and a review saw 60,000 overdue
+// orders stay PENDING.
+func TestSweeperShrinksABatchAStatementTimeoutEnds(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `CREATE FUNCTION public.slow_cancel() RETURNS trigger LANGUAGE plpgsql
+	                           AS $$BEGIN PERFORM pg_sleep(0.005); RETURN NEW; END$$`)
+	sidecartest.Exec(t, db, `CREATE TRIGGER slow_cancel AFTER UPDATE ON ordertimeout.orders
+	                           FOR EACH ROW WHEN (NEW.status = 'CANCELLED') EXECUTE FUNCTION public.slow_cancel()`)
+	sidecartest.Exec(t, db, `SELECT count(ordertimeout.create_order('o' || g, '[{"sku":"A","qty":1}]', interval '1 millisecond'))
+	                           FROM generate_series(1, 600) AS g`)
+	cfg := db.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "2s"
+	limited, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(limited.Close)
+
+	s := &sweep.Sweeper{Pool: limited, Batch: 1000, Sessions: 1, MaxSleep: 100 * time.Millisecond, Logger: sidecartest.Logger()}
+	run(t, s)
+	sidecartest.Eventually(t, 60*time.Second, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 600, nil
+	})
+	require.Positive(t, s.Stats().Errors, "a sweep of 600 was ended by the timeout first")
+	require.EqualValues(t, 600, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.releases"), "each released once")
+}
