@@ -110,7 +110,12 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		for _, v := range f.env[name] {
 			if val := getenv(v); val != "" {
 				if err := f.fs.Set(name, val); err != nil {
-					return fmt.Errorf("environment variable %s: %w", v, err)
+					// The flag package says only "parse error" for a
+					// duration or a number: name the flag and the form of
+					// its default (never the value, which could be a
+					// secret put in the wrong variable).
+					return fmt.Errorf("environment variable %s: not a value of --%s (its default is %q): %w",
+						v, name, f.fs.Lookup(name).DefValue, err)
 				}
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -75,4 +76,22 @@ func TestStrayArgumentsKeepSecrets(t *testing.T) {
 			require.NotContains(t, err.Error(), secret, "%q", c.args)
 		}
 	}
+}
+
+// A variable the flag cannot read names the flag and the form of its
+// default, never the value. Before: "environment variable
+// ORDERTIMEOUT_MAX_SLEEP: parse error".
+func TestBadEnvironmentValueNamesTheFlag(t *testing.T) {
+	var d time.Duration
+	f := New("run", "ordertimeout run [flags]", "Runs it.")
+	f.Duration(&d, "max-sleep", time.Second, "longest sleep")
+	f.stdout, f.stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	err := f.Parse(nil, func(v string) string {
+		if v == "ORDERTIMEOUT_MAX_SLEEP" {
+			return "s3cret-ish"
+		}
+		return ""
+	})
+	require.ErrorContains(t, err, `environment variable ORDERTIMEOUT_MAX_SLEEP: not a value of --max-sleep (its default is "1s")`)
+	require.NotContains(t, err.Error(), "s3cret")
 }
