@@ -2,9 +2,10 @@
 -- (running since before client_now - RescueStuckJobsAfter): a sidecar whose
 -- clock is fast would hand a running gateway check to a second worker. The
 -- sidecar therefore sets River's rescuer far back and rescues the jobs of
--- its queue here, by the database's clock. Mirrors what River's rescuer does
--- to a stuck job: cancelled if a cancel was asked, discarded on its last
--- attempt, otherwise available again at once; an error is recorded on it.
+-- its queues (ordertimeout, ordertimeout_webhook) here, by the database's
+-- clock. Mirrors what River's rescuer does to a stuck job: cancelled if a
+-- cancel was asked, discarded on its last attempt, otherwise available again
+-- at once; an error is recorded on it.
 CREATE FUNCTION ordertimeout.rescue_stuck_jobs(running_for interval, max integer DEFAULT 1000)
 RETURNS TABLE (
     retried   integer,
@@ -37,4 +38,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.rescue_stuck_jobs(interval, integer) IS
-    'for the sidecar: hands back up to max jobs of queue ordertimeout that have been running longer than running_for by the database clock (their sidecar died): available again at once, discarded on their last attempt, cancelled if a cancel was asked; returns retried, discarded, cancelled';
+    'for the sidecar: hands back up to max jobs of queues ordertimeout and ordertimeout_webhook that have been running longer than running_for by the database clock (their sidecar died): available again at once, discarded on their last attempt, cancelled if a cancel was asked; returns retried, discarded, cancelled';

@@ -849,4 +849,23 @@ func TestMigrateDownKeepsData(t *testing.T) {
 
 	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 54), "--drop-data", "--database-url", url}))
 	require.Equal(t, 54, version())
+
+	// Any row of any table is data to 000009: points balances alone (a
+	// review saw them dropped while the check looked at orders and stock
+	// only), or a payment method of the shop's own.
+	sidecartest.Exec(t, db, "DELETE FROM ordertimeout.events")
+	sidecartest.Exec(t, db, "TRUNCATE ordertimeout.orders, ordertimeout.order_items, ordertimeout.stock, ordertimeout.releases, ordertimeout.purged_sales CASCADE")
+	for _, held := range []string{
+		"INSERT INTO ordertimeout.points_accounts (account_id, balance) VALUES ('cust-1', 5000)",
+		"SELECT ordertimeout.put_payment_method('wire', interval '1 day')",
+	} {
+		sidecartest.Exec(t, db, held)
+		err := realMain(ctx, []string{"migrate", "down", "54", "--database-url", url})
+		require.ErrorContains(t, err, "000009 drops the ordertimeout schema", held)
+		require.Equal(t, 54, version())
+		sidecartest.Exec(t, db, "TRUNCATE ordertimeout.points_accounts CASCADE")
+		sidecartest.Exec(t, db, "DELETE FROM ordertimeout.payment_methods WHERE method = 'wire'")
+	}
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "54", "--database-url", url}), "nothing held but what every install has")
+	require.Equal(t, 0, int(count(t, db, "SELECT count(*) FROM schema_migrations")))
 }

@@ -21,9 +21,10 @@ ordertimeout schema) with golang-migrate.
              database holds (000055 the payment ids of purged orders,
              000031 the units sold by purged orders, 000013 the notes of
              resolutions, 000010 the watermarks, payment methods and the
-             money columns of conflicts and payments, 000009 every order,
-             000002 every River job): the error names it; --drop-data rolls
-             back anyway
+             money columns of conflicts and payments, 000009 every row of
+             every ordertimeout table but those every install has, 000002
+             every River job): the error names it; --drop-data rolls back
+             anyway
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
   version    print the applied version (and "dirty" after a failed migration)

@@ -139,16 +139,18 @@ func TestNoteOutsideTheBMPIsKeptWhole(t *testing.T) {
 }
 
 // A note that is not UTF-8 (a hand-made form, a browser told another
-// charset) is the request's fault: 400, nothing written. Before, PostgreSQL
+// charset), or holds a NUL, is the request's fault: 400, nothing written. Before, PostgreSQL
 // refused it (22021) and the console answered 500 with an ERROR line, as for
 // a database that failed.
 func TestNoteNotUTF8IsABadRequest(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
-	a := site.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", s.LateID), operator,
-		url.Values{"csrf": {site.token(t, operator)}, "resolution": {"manual"}, "note": {"abc\xffdef"}},
-		map[string]string{"Origin": site.URL})
-	require.Equal(t, http.StatusBadRequest, a.Status, a.Body)
-	require.Contains(t, a.Body, "The note is not UTF-8 text")
-	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State, "nothing written")
+	for _, note := range []string{"abc\xffdef", "abc\x00def"} {
+		a := site.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", s.LateID), operator,
+			url.Values{"csrf": {site.token(t, operator)}, "resolution": {"manual"}, "note": {note}},
+			map[string]string{"Origin": site.URL})
+		require.Equal(t, http.StatusBadRequest, a.Status, a.Body)
+		require.Contains(t, a.Body, "The note must be UTF-8 text without NUL characters")
+		require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State, "nothing written")
+	}
 }

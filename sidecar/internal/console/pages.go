@@ -369,9 +369,9 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	// same way already with another note (OT138), shown like any refusal.
 	var note *string
 	if n := strings.TrimSpace(r.PostForm.Get("note")); n != "" {
-		if !utf8.ValidString(n) {
-			// PostgreSQL would refuse it as a database error (22021).
-			h.fail(w, r, http.StatusBadRequest, "The note is not UTF-8 text: nothing was resolved.")
+		if !utf8.ValidString(n) || strings.ContainsRune(n, 0) {
+			// PostgreSQL would refuse either as a database error (22021).
+			h.fail(w, r, http.StatusBadRequest, "The note must be UTF-8 text without NUL characters: nothing was resolved.")
 			return
 		}
 		note = &n

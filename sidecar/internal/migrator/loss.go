@@ -31,8 +31,16 @@ var losses = map[uint]loss{
 		`SELECT EXISTS (SELECT 1 FROM ordertimeout.reconcile_watermarks)
 		     OR EXISTS (SELECT 1 FROM ordertimeout.conflicts) OR EXISTS (SELECT 1 FROM ordertimeout.payments)
 		     OR EXISTS (SELECT 1 FROM ordertimeout.orders)`},
-	9: {"the ordertimeout schema: every order, payment, conflict, event, stock row and setting",
-		"SELECT EXISTS (SELECT 1 FROM ordertimeout.orders) OR EXISTS (SELECT 1 FROM ordertimeout.stock)"},
+	9: {"the ordertimeout schema: every table (orders, stock, points balances, coupon holds, payments, conflicts, events), the payment methods and the settings",
+		// Any row of any of its tables, but the rows every install has: the
+		// settings, the sweep's own state, the three seeded payment methods.
+		`SELECT coalesce(bool_or((xpath('/row/held/text()',
+		            query_to_xml(format('SELECT EXISTS (SELECT 1 FROM %s) AS held', c.oid::regclass), false, true, '')))[1]::text::boolean), false)
+		   FROM pg_class AS c
+		  WHERE c.relnamespace = 'ordertimeout'::regnamespace AND c.relkind IN ('r', 'p')
+		    AND c.relname NOT IN ('settings', 'sweep_state', 'scan_state', 'rescue_state', 'payment_methods')
+		     OR c.oid = 'ordertimeout.payment_methods'::regclass
+		        AND EXISTS (SELECT 1 FROM ordertimeout.payment_methods AS m WHERE m.method NOT IN ('card', 'qr', 'bank_transfer'))`},
 	2: {"River's job table (river_job) with every job, timers included",
 		"SELECT EXISTS (SELECT 1 FROM public.river_job)"},
 }

@@ -94,6 +94,9 @@ func New(ctx context.Context, cfg Config) (*Sidecar, error) {
 	// Sweep sessions, workers, and River's own (fetch, completer, leader,
 	// notifier) connections.
 	poolConfig.MaxConns = int32(cmp.Or(cfg.DBMaxConns, cfg.SweepSessions+cfg.MaxWorkers+cfg.WebhookWorkers+6))
+	// Under a statement_timeout, a lock wait ends at half of it (55P03), so
+	// that the sweeper tells it from a batch too large for the timeout.
+	poolConfig.AfterConnect = sweep.BoundLockWaits
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

@@ -15,3 +15,6 @@ func SetHeldRetryMax(s *Sweeper, d time.Duration) { s.heldRetryLimit = d }
 func PlanSleep(ctx context.Context, s *Sweeper, sweptAt time.Time, retryHeld time.Duration) (time.Duration, bool, error) {
 	return s.planSleep(ctx, sweptAt, retryHeld)
 }
+
+// Size is size: the batch of s's next sweep.
+func Size(s *Sweeper) int { return s.size() }

@@ -454,6 +454,26 @@ func retryable(err error) bool {
 // statement_timeout, by a cancel request, or by the sweep's own timeout.
 const queryCanceled = "57014"
 
+// BoundLockWaits is an AfterConnect of the pool a Sweeper sweeps with: when
+// the session has a statement_timeout (its role's, say) and no lock_timeout
+// below half of it, it sets lock_timeout to half of it. A sweep that waits
+// for a lock another transaction holds then fails with 55P03, not 57014, and
+// the sweeper shrinks its batch only for sweeps that a statement timeout
+// ended while working (a batch too large for the timeout), never for a lock
+// wait, which a smaller batch would not shorten.
+func BoundLockWaits(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, `
+		SELECT set_config('lock_timeout',
+		                  (extract(epoch FROM current_setting('statement_timeout')::interval) * 500)::bigint || 'ms', false)
+		 WHERE current_setting('statement_timeout')::interval > interval '0'
+		   AND (current_setting('lock_timeout')::interval = interval '0'
+		        OR current_setting('lock_timeout')::interval > current_setting('statement_timeout')::interval / 2)`)
+	if err != nil {
+		return fmt.Errorf("bound lock waits to half the statement timeout: %w", err)
+	}
+	return nil
+}
+
 // regrowAfter is how long the sweeps stay at a batch that a statement
 // timeout shrank before they double it again, towards Batch.
 const regrowAfter = time.Minute
@@ -473,7 +493,9 @@ func (s *Sweeper) size() int {
 // statement timeout (statement_timeout of the sidecar's role, say, shorter
 // than a sweep of Batch orders takes): each ended sweep rolls back and
 // cancels nothing, so sweeping the same size again would stall every due
-// order. It stops at 1, and regrow brings it back.
+// order. It stops at 1, and regrow brings it back. With BoundLockWaits on
+// the pool, a sweep waiting for a lock fails otherwise (55P03) and does not
+// shrink the batch.
 func (s *Sweeper) shrink(size int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

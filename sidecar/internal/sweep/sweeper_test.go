@@ -447,11 +447,7 @@ func TestSweeperShrinksABatchAStatementTimeoutEnds(t *testing.T) {
 	                           FOR EACH ROW WHEN (NEW.status = 'CANCELLED') EXECUTE FUNCTION public.slow_cancel()`)
 	sidecartest.Exec(t, db, `SELECT count(ordertimeout.create_order('o' || g, '[{"sku":"A","qty":1}]', interval '1 millisecond'))
 	                           FROM generate_series(1, 600) AS g`)
-	cfg := db.Config().Copy()
-	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "2s"
-	limited, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(limited.Close)
+	limited := withStatementTimeout(t, db, "2s")
 
 	s := &sweep.Sweeper{Pool: limited, Batch: 1000, Sessions: 1, MaxSleep: 100 * time.Millisecond, Logger: sidecartest.Logger()}
 	run(t, s)
@@ -459,5 +455,54 @@ func TestSweeperShrinksABatchAStatementTimeoutEnds(t *testing.T) {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 600, nil
 	})
 	require.Positive(t, s.Stats().Errors, "a sweep of 600 was ended by the timeout first")
+	require.Less(t, sweep.Size(s), 1000, "the batch was shrunk")
 	require.EqualValues(t, 600, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.releases"), "each released once")
+}
+
+// withStatementTimeout is a pool of db's database whose sessions have
+// statement_timeout d, with the sidecar's AfterConnect (BoundLockWaits).
+func withStatementTimeout(t *testing.T, db *pgxpool.Pool, d string) *pgxpool.Pool {
+	t.Helper()
+	cfg := db.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = d
+	cfg.AfterConnect = sweep.BoundLockWaits
+	limited, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(limited.Close)
+	var lockTimeout string
+	require.NoError(t, limited.QueryRow(context.Background(), "SHOW lock_timeout").Scan(&lockTimeout))
+	require.NotEqual(t, "0", lockTimeout, "BoundLockWaits set a lock_timeout")
+	return limited
+}
+
+// A sweep that waits, under a statement_timeout, for a lock another
+// transaction holds fails at half of it with 55P03 (BoundLockWaits), which
+// does not shrink the batch: a smaller batch would wait the same. Once the
+// lock is gone the backlog drains at the full batch. A review found the
+// first version of the shrink halving the batch down to 1 for a lock wait,
+// then draining one order per sweep.
+func TestSweeperDoesNotShrinkForALockWait(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `SELECT count(ordertimeout.create_order('o' || lpad(g::text, 4, '0'), '[{"sku":"A","qty":1}]', interval '1 millisecond'))
+	                           FROM generate_series(1, 50) AS g`)
+	sidecartest.Eventually(t, 10*time.Second, "the orders due", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due()") == 50, nil
+	})
+	// The stock row every order gives back: a sweep cannot pass it over.
+	tx := hold(t, db, "SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR UPDATE")
+	limited := withStatementTimeout(t, db, "400ms")
+	s := &sweep.Sweeper{Pool: limited, Batch: 16, Sessions: 1, MaxSleep: 100 * time.Millisecond, Logger: sidecartest.Logger()}
+	run(t, s)
+	sidecartest.Eventually(t, 20*time.Second, "three sweeps failed on the lock", func() (bool, error) {
+		return s.Stats().Errors >= 3, nil
+	})
+	require.Equal(t, 16, sweep.Size(s), "a lock wait shrank the batch")
+	require.Zero(t, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'"))
+	require.NoError(t, tx.Rollback(context.Background()))
+	sidecartest.Eventually(t, 20*time.Second, "every order cancelled", func() (bool, error) {
+		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE status = 'CANCELLED'") == 50, nil
+	})
+	require.Equal(t, 16, sweep.Size(s))
 }

@@ -163,7 +163,14 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 // is not read.
 const maxReadBody = 4 << 10
 
+// bodyWait bounds reading a receiver's answer body once its status is in.
+const bodyWait = 200 * time.Millisecond
+
 func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error {
+	// The answer's body, once its status is in, gets bodyWait of its own
+	// and no more (see below): cancelling ctx ends a read that trickles.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.WebhookURL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build webhook request: %w", err)
@@ -185,12 +192,14 @@ func (w *WebhookWorker) post(ctx context.Context, body []byte, id string) error 
 		return fmt.Errorf("deliver webhook %s to %s://%s: %w", id, req.URL.Scheme, req.URL.Host, err)
 	}
 	defer resp.Body.Close()
-	// The status is the answer; the body is read only when it is small and
-	// of a known length, to keep the connection for the next delivery. A
-	// body of unknown length could trickle in until the delivery's timeout,
-	// a worker held for an answer already given.
+	// The status is the answer. The body is read only when it is small and
+	// of a known length, to keep the connection for the next delivery, and
+	// for bodyWait at most: a body that trickles in would hold the worker
+	// until the delivery's timeout for an answer already given.
 	if resp.ContentLength >= 0 && resp.ContentLength <= maxReadBody {
+		stop := time.AfterFunc(bodyWait, cancel)
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadBody))
+		stop.Stop()
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		return fmt.Errorf("deliver webhook %s: receiver answered HTTP %d (a redirect, not followed: the webhook goes to --webhook-url only)", id, resp.StatusCode)
