@@ -33,14 +33,16 @@ var losses = map[uint]loss{
 		     OR EXISTS (SELECT 1 FROM ordertimeout.orders)`},
 	9: {"the ordertimeout schema: every table (orders, stock, points balances, coupon holds, payments, conflicts, events), the payment methods and the settings",
 		// Any row of any of its tables, but the rows every install has: the
-		// settings, the sweep's own state, the three seeded payment methods.
-		`SELECT coalesce(bool_or((xpath('/row/held/text()',
-		            query_to_xml(format('SELECT EXISTS (SELECT 1 FROM %s) AS held', c.oid::regclass), false, true, '')))[1]::text::boolean), false)
+		// settings, the sweep's own state, the three seeded payment methods
+		// (a table that only 000010 makes: read by name, never named here).
+		`SELECT coalesce(bool_or((xpath('/row/held/text()', query_to_xml(format(
+		            CASE WHEN c.relname = 'payment_methods'
+		                 THEN 'SELECT EXISTS (SELECT 1 FROM %s WHERE method NOT IN (''card'', ''qr'', ''bank_transfer'')) AS held'
+		                 ELSE 'SELECT EXISTS (SELECT 1 FROM %s) AS held' END,
+		            c.oid::regclass), false, true, '')))[1]::text::boolean), false)
 		   FROM pg_class AS c
 		  WHERE c.relnamespace = 'ordertimeout'::regnamespace AND c.relkind IN ('r', 'p')
-		    AND c.relname NOT IN ('settings', 'sweep_state', 'scan_state', 'rescue_state', 'payment_methods')
-		     OR c.oid = 'ordertimeout.payment_methods'::regclass
-		        AND EXISTS (SELECT 1 FROM ordertimeout.payment_methods AS m WHERE m.method NOT IN ('card', 'qr', 'bank_transfer'))`},
+		    AND c.relname NOT IN ('settings', 'sweep_state', 'scan_state', 'rescue_state')`},
 	2: {"River's job table (river_job) with every job, timers included",
 		"SELECT EXISTS (SELECT 1 FROM public.river_job)"},
 }
