@@ -1,10 +1,6 @@
 package sidecar_test
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,21 +20,9 @@ func TestHungReceiverHoldsUpWebhooksOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true)")
-	var held atomic.Int64
-	release := make(chan struct{})
-	receiver := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		held.Add(1)
-		defer held.Add(-1)
-		select { // answers only when the test ends
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(receiver.Close)
-	t.Cleanup(func() { close(release) })
+	url, held := hungReceiver(t)
 	cfg := e.config("s1")
-	cfg.WebhookURL, cfg.WebhookSecret = receiver.URL, "whsec"
+	cfg.WebhookURL, cfg.WebhookSecret = url, "whsec"
 	cfg.WebhookTimeout = time.Minute
 	cfg.JobTimeout = 2 * time.Minute
 	cfg.MaxWorkers, cfg.WebhookWorkers = 2, 2

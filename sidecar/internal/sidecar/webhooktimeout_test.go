@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,18 +23,9 @@ func TestWebhookJobTimeoutIsAFailedDelivery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(webhooks => true)")
-	release := make(chan struct{})
-	receiver := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		select { // never answers
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(receiver.Close)
-	t.Cleanup(func() { close(release) })
+	url, _ := hungReceiver(t)
 	cfg := e.config("s1")
-	cfg.WebhookURL, cfg.WebhookSecret = receiver.URL, "whsec"
+	cfg.WebhookURL, cfg.WebhookSecret = url, "whsec"
 	cfg.WebhookTimeout = time.Minute
 	cfg.JobTimeout = 300 * time.Millisecond
 	sidecartest.Start(t, cfg)
@@ -46,4 +38,24 @@ func TestWebhookJobTimeoutIsAFailedDelivery(t *testing.T) {
 	})
 	require.Zero(t, sidecartest.Int(t, e.db, `SELECT coalesce(max((metadata->>'snoozes')::int), 0)
 	   FROM river_job WHERE kind = 'ordertimeout_webhook'`), "snoozed on its timeout")
+}
+
+// hungReceiver is a webhook receiver that reads each delivery and never
+// answers it, until the test ends; held counts the deliveries it holds.
+func hungReceiver(t *testing.T) (url string, held *atomic.Int64) {
+	t.Helper()
+	held = new(atomic.Int64)
+	release := make(chan struct{})
+	receiver := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	t.Cleanup(func() { close(release) })
+	return receiver.URL, held
 }
