@@ -866,6 +866,21 @@ func TestMigrateDownKeepsData(t *testing.T) {
 		sidecartest.Exec(t, db, "TRUNCATE ordertimeout.points_accounts CASCADE")
 		sidecartest.Exec(t, db, "DELETE FROM ordertimeout.payment_methods WHERE method = 'wire'")
 	}
-	require.NoError(t, realMain(ctx, []string{"migrate", "down", "54", "--database-url", url}), "nothing held but what every install has")
+	// To 9 too: 000010 drops the payment methods (a review saw the shop's
+	// own dropped without a word), and a seed the shop changed counts.
+	for _, held := range []string{
+		"SELECT ordertimeout.put_payment_method('wire', interval '1 day')",
+		"SELECT ordertimeout.put_payment_method('card', interval '20 minutes')",
+	} {
+		sidecartest.Exec(t, db, held)
+		err := realMain(ctx, []string{"migrate", "down", "45", "--database-url", url})
+		require.ErrorContains(t, err, "000010 drops the reconciliation watermarks, the payment methods", held)
+		require.Equal(t, 54, version())
+		sidecartest.Exec(t, db, "DELETE FROM ordertimeout.payment_methods WHERE method = 'wire'")
+		sidecartest.Exec(t, db, "SELECT ordertimeout.put_payment_method('card', interval '15 minutes')")
+	}
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "45", "--database-url", url}), "the seeds as seeded")
+	require.Equal(t, 9, version())
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", "9", "--database-url", url}), "nothing held but what every install has")
 	require.Equal(t, 0, int(count(t, db, "SELECT count(*) FROM schema_migrations")))
 }

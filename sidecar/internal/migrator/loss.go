@@ -27,25 +27,32 @@ var losses = map[uint]loss{
 	13: {"the notes of conflict resolutions (conflicts.note)",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.conflicts WHERE note IS NOT NULL)"},
 	10: {"the reconciliation watermarks, the payment methods, each conflict's currency, state, cause and refund, each payment's currency, each order's payment method and gateway expiry, and the pause",
-		// The payment methods alone do not count: 000010 seeds three.
 		`SELECT EXISTS (SELECT 1 FROM ordertimeout.reconcile_watermarks)
 		     OR EXISTS (SELECT 1 FROM ordertimeout.conflicts) OR EXISTS (SELECT 1 FROM ordertimeout.payments)
-		     OR EXISTS (SELECT 1 FROM ordertimeout.orders)`},
+		     OR EXISTS (SELECT 1 FROM ordertimeout.orders) OR ` + shopsMethods},
 	9: {"the ordertimeout schema: every table (orders, stock, points balances, coupon holds, payments, conflicts, events), the payment methods and the settings",
 		// Any row of any of its tables, but the rows every install has: the
 		// settings, the sweep's own state, the three seeded payment methods
-		// (a table that only 000010 makes: read by name, never named here).
-		`SELECT coalesce(bool_or((xpath('/row/held/text()', query_to_xml(format(
+		// as seeded ($1, shopsMethods: a table that only 000010 makes, so
+		// read only when pg_class lists it).
+		`SELECT coalesce(bool_or((xpath('/row/held/text()', query_to_xml(
 		            CASE WHEN c.relname = 'payment_methods'
-		                 THEN 'SELECT EXISTS (SELECT 1 FROM %s WHERE method NOT IN (''card'', ''qr'', ''bank_transfer'')) AS held'
-		                 ELSE 'SELECT EXISTS (SELECT 1 FROM %s) AS held' END,
-		            c.oid::regclass), false, true, '')))[1]::text::boolean), false)
+		                 THEN $1
+		                 ELSE format('SELECT EXISTS (SELECT 1 FROM %s) AS held', c.oid::regclass) END,
+		            false, true, '')))[1]::text::boolean), false)
 		   FROM pg_class AS c
 		  WHERE c.relnamespace = 'ordertimeout'::regnamespace AND c.relkind IN ('r', 'p')
 		    AND c.relname NOT IN ('settings', 'sweep_state', 'scan_state', 'rescue_state')`},
 	2: {"River's job table (river_job) with every job, timers included",
 		"SELECT EXISTS (SELECT 1 FROM public.river_job)"},
 }
+
+// shopsMethods says whether the payment methods are other than the three
+// that 000010 seeds, as it seeds them: a method of the shop's own, or a seed
+// it changed.
+const shopsMethods = `EXISTS (SELECT method, paying_window, gateway_close, late_payment FROM ordertimeout.payment_methods
+	EXCEPT VALUES ('card', interval '15 minutes', true, NULL::text), ('qr', interval '2 hours', true, NULL),
+	              ('bank_transfer', interval '3 days', false, 'refund'))`
 
 // checkLoss refuses to roll back from version current down to version target
 // when a migration in between would drop data the database holds: each is
@@ -69,7 +76,13 @@ func (g *Migrator) checkLoss(current, target uint) error {
 	var lost []string
 	for _, v := range versions {
 		var held bool
-		if err := conn.QueryRow(ctx, losses[v].query).Scan(&held); err != nil {
+		var args []any
+		if v == 9 {
+			// The table is read by name in 000009's query: it exists
+			// only from 000010 on.
+			args = append(args, "SELECT "+shopsMethods+" AS held")
+		}
+		if err := conn.QueryRow(ctx, losses[v].query, args...).Scan(&held); err != nil {
 			return fmt.Errorf("check what rolling back migration %d would drop: %w", v, err)
 		}
 		if held {
