@@ -11,11 +11,12 @@
 //   - Order: retrieves each PaymentIntent / Checkout Session begin_payment
 //     recorded for the order. A succeeded PaymentIntent, or a complete and
 //     paid Checkout Session, is StatusPaid with its payment id, the amount
-//     Stripe still holds (amount_received less the amount_refunded of its
+//     Stripe still holds (amount_received less the succeeded refunds of its
 //     latest charge, which the driver asks Stripe to expand) converted
 //     exactly from Stripe's minor units (see Major), and its currency; one
 //     refunded in full (in Stripe's dashboard, say) holds no money and is
-//     StatusFailed; one the buyer can still pay (requires_*, processing, an
+//     StatusFailed; while one of its refunds is pending, nothing can be
+//     said (ErrUnavailable); one the buyer can still pay (requires_*, processing, an
 //     open session) is StatusPending; canceled / expired is StatusFailed.
 //     An order with no recorded payment is looked up by the metadata with
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
@@ -1050,12 +1051,13 @@ func fromSession(orderID, id string, s *stripeapi.CheckoutSession) (payment, err
 	return p, nil
 }
 
-// expandCharge asks Stripe to put a PaymentIntent's latest charge in its
-// answer, and expandSessionCharge a Checkout Session's PaymentIntent with its
-// latest charge: the charge says how much of the payment was refunded since.
+// expandCharge asks Stripe to put a PaymentIntent's latest charge and its
+// refunds in its answer, and expandSessionCharge a Checkout Session's
+// PaymentIntent with them: the refunds say how much of the payment was given
+// back since, and which refunds are still on their way.
 const (
-	expandCharge        = "latest_charge"
-	expandSessionCharge = "payment_intent.latest_charge"
+	expandCharge        = "latest_charge.refunds"
+	expandSessionCharge = "payment_intent.latest_charge.refunds"
 )
 
 // held reads a succeeded payment of received minor units whose latest charge
@@ -1063,22 +1065,44 @@ const (
 // since, by this sidecar or by a person in Stripe's dashboard. A payment
 // refunded in part is paid with the rest (an amount no order has, so a
 // conflict, whose refund is that rest); refunded in full, it holds no money
-// and is StatusFailed: never confirmed, reinstated or closed as paid. An
-// answer without the charge cannot say what was refunded: ErrBadAnswer.
+// and is StatusFailed: never confirmed, reinstated or closed as paid. Only
+// succeeded refunds count: while one is pending (or requires action) it may
+// still fail and the money stay, so nothing can be said yet:
+// ErrUnavailable, asked again later. An answer without the charge and its
+// refunds cannot say what was refunded: ErrBadAnswer. (A charge with more
+// refunds than one answer lists is read by its amount_refunded.)
 func (p *payment) held(id string, received int64, ch *stripeapi.Charge, currency stripeapi.Currency) error {
-	if ch == nil || ch.Object != "charge" {
-		return fmt.Errorf("%s succeeded, but the answer lacks its latest charge: what was refunded of it cannot be told: %w", id, gateway.ErrBadAnswer)
+	if ch == nil || ch.Object != "charge" || ch.Refunds == nil {
+		return fmt.Errorf("%s succeeded, but the answer lacks its latest charge and its refunds: what was refunded of it cannot be told: %w", id, gateway.ErrBadAnswer)
 	}
-	if ch.AmountRefunded < 0 || ch.AmountRefunded > received {
-		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, ch.AmountRefunded, gateway.ErrBadAnswer)
+	refunded := ch.AmountRefunded
+	if !ch.Refunds.HasMore {
+		refunded = 0
+		var pending []string
+		for _, r := range ch.Refunds.Data {
+			switch {
+			case r == nil:
+			case r.Status == stripeapi.RefundStatusSucceeded:
+				refunded += r.Amount
+			case r.Status == stripeapi.RefundStatusPending || r.Status == stripeapi.RefundStatusRequiresAction:
+				pending = append(pending, r.ID)
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("refund %s of %s is still on its way at Stripe: whether the money is held is known once it succeeds or fails: %w",
+				strings.Join(pending, ", "), id, gateway.ErrUnavailable)
+		}
 	}
-	p.received, p.refunded = received, ch.AmountRefunded
-	if received == ch.AmountRefunded {
+	if refunded < 0 || refunded > received {
+		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, refunded, gateway.ErrBadAnswer)
+	}
+	p.received, p.refunded = received, refunded
+	if received == refunded {
 		p.status = gateway.StatusFailed
 		return nil
 	}
 	var err error
-	if p.amount, p.currency, err = money(id, received-ch.AmountRefunded, currency); err != nil {
+	if p.amount, p.currency, err = money(id, received-refunded, currency); err != nil {
 		return err
 	}
 	p.status = gateway.StatusPaid

@@ -77,8 +77,8 @@ func TestAgainstStripeMock(t *testing.T) {
 	// scripted in TestCloseAnswers.
 	t.Run("close cancels a PaymentIntent and expires a session", func(t *testing.T) {
 		for _, tc := range []struct{ id, post string }{
-			{"pi_123", "/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned&expand%5B0%5D=latest_charge"},
-			{"cs_test_abc", "/v1/checkout/sessions/cs_test_abc/expire expand%5B0%5D=payment_intent.latest_charge"},
+			{"pi_123", "/v1/payment_intents/pi_123/cancel cancellation_reason=abandoned&expand%5B0%5D=latest_charge.refunds"},
+			{"cs_test_abc", "/v1/checkout/sessions/cs_test_abc/expire expand%5B0%5D=payment_intent.latest_charge.refunds"},
 		} {
 			r, err := d.Close(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{tc.id}})
 			require.ErrorIs(t, err, gateway.ErrBadAnswer, "stripe-mock's fixture is still open, got %+v", r)
@@ -244,10 +244,16 @@ func refunded(id string, amount, amountRefunded int64, currency, orderID string)
 	return answer{200, string(b)}
 }
 
-// charge is the latest charge of a succeeded PaymentIntent, expanded.
+// charge is the latest charge of a succeeded PaymentIntent, expanded with
+// its refunds: one that succeeded, of amountRefunded, if not 0.
 func charge(amount, amountRefunded int64) map[string]any {
+	refunds := []any{}
+	if amountRefunded != 0 {
+		refunds = append(refunds, map[string]any{"id": "re_dashboard", "object": "refund", "amount": amountRefunded, "status": "succeeded"})
+	}
 	return map[string]any{"id": "ch_1", "object": "charge", "status": "succeeded", "amount": amount,
-		"amount_captured": amount, "amount_refunded": amountRefunded, "refunded": amountRefunded == amount}
+		"amount_captured": amount, "amount_refunded": amountRefunded, "refunded": amountRefunded == amount,
+		"refunds": map[string]any{"object": "list", "data": refunds, "has_more": false}}
 }
 
 func stripeError(code int, typ, errCode string) answer {
@@ -352,7 +358,8 @@ func TestCloseAnsweredPaid(t *testing.T) {
 	session := func(status, paymentStatus string) answer {
 		return answer{200, fmt.Sprintf(`{"id": "cs_1", "object": "checkout.session", "status": %q, "payment_status": %q,
 			"amount_total": 1250, "currency": "eur", "client_reference_id": "A1", "metadata": {"order_id": "A1"},
-			"payment_intent": {"id": "pi_9", "object": "payment_intent", "latest_charge": {"id": "ch_9", "object": "charge", "amount_refunded": 0}}}`, status, paymentStatus)}
+			"payment_intent": {"id": "pi_9", "object": "payment_intent", "latest_charge": {"id": "ch_9", "object": "charge", "amount_refunded": 0,
+				"refunds": {"object": "list", "data": [], "has_more": false}}}}`, status, paymentStatus)}
 	}
 	s.set("GET /v1/checkout/sessions/cs_1", session("open", "unpaid"), session("complete", "paid"))
 	s.set("POST /v1/checkout/sessions/cs_1/expire", stripeError(400, "invalid_request_error", ""))
@@ -382,7 +389,8 @@ func TestCloseAnswers(t *testing.T) {
 	session := func(id, status, paymentStatus, orderID string) answer {
 		return answer{200, fmt.Sprintf(`{"id": %q, "object": "checkout.session", "status": %q, "payment_status": %q,
 			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": %q},
-			"payment_intent": {"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 0}}}`,
+			"payment_intent": {"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 0,
+				"refunds": {"object": "list", "data": [], "has_more": false}}}}`,
 			id, status, paymentStatus, orderID)}
 	}
 	s.set("GET /v1/payment_intents/pi_1", intent("pi_1", "requires_action", 1250, "eur", "A1"))
@@ -759,7 +767,7 @@ func TestRefundedAtStripe(t *testing.T) {
 	s.mu.Lock()
 	require.Equal(t, []string{"GET /v1/payment_intents/pi_full", "GET /v1/payment_intents/pi_full"}, s.seen,
 		"nothing posted: a succeeded PaymentIntent is not cancelled")
-	require.Equal(t, "latest_charge", s.queries[0].Get("expand[0]"), "the charge is asked for")
+	require.Equal(t, "latest_charge.refunds", s.queries[0].Get("expand[0]"), "the charge and its refunds are asked for")
 	s.seen, s.queries, s.forms = nil, nil, nil
 	s.mu.Unlock()
 
@@ -795,6 +803,8 @@ func TestRefundedAtStripe(t *testing.T) {
 	for name, body := range map[string]string{
 		"the charge not expanded": `{"id": "pi_x", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
 			"currency": "eur", "metadata": {"order_id": "A1"}, "latest_charge": "ch_1"}`,
+		"its refunds not expanded": `{"id": "pi_x", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
+			"currency": "eur", "metadata": {"order_id": "A1"}, "latest_charge": {"id": "ch_1", "object": "charge", "amount_refunded": 0}}`,
 		"no charge": `{"id": "pi_x", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
 			"currency": "eur", "metadata": {"order_id": "A1"}}`,
 		"more refunded than received": refunded("pi_x", 1250, 1251, "eur", "A1").body,
@@ -805,16 +815,49 @@ func TestRefundedAtStripe(t *testing.T) {
 		require.ErrorIs(t, err, gateway.ErrBadAnswer, name)
 	}
 
+	// Only succeeded refunds count. One still pending may fail and the
+	// money stay: nothing can be said yet, asked again later. A failed one
+	// gave nothing back. More refunds than one answer lists: the charge's
+	// amount_refunded.
+	withRefunds := func(amountRefunded int64, hasMore bool, refunds ...string) answer {
+		return answer{200, fmt.Sprintf(`{"id": "pi_r", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
+			"currency": "eur", "metadata": {"order_id": "A1"}, "latest_charge": {"id": "ch_r", "object": "charge", "amount_refunded": %d,
+			"refunds": {"object": "list", "has_more": %t, "data": [%s]}}}`, amountRefunded, hasMore, strings.Join(refunds, ","))}
+	}
+	refund := func(id string, amount int, status string) string {
+		return fmt.Sprintf(`{"id": %q, "object": "refund", "amount": %d, "status": %q}`, id, amount, status)
+	}
+	s.set("GET /v1/payment_intents/pi_r", withRefunds(1250, false, refund("re_p", 1250, "pending")))
+	_, err = d.Order(bg, ref("pi_r"))
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "a refund on its way")
+	require.Contains(t, err.Error(), "refund re_p of pi_r is still on its way")
+	_, err = d.Close(bg, ref("pi_r"))
+	require.ErrorIs(t, err, gateway.ErrUnavailable)
+	s.set("GET /v1/payment_intents/pi_r", withRefunds(0, false, refund("re_f", 1250, "failed")))
+	o, err = d.Order(bg, ref("pi_r"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_r", Amount: "12.50", Currency: "EUR"}, o,
+		"a failed refund gave nothing back")
+	s.set("GET /v1/payment_intents/pi_r", withRefunds(250, false, refund("re_1", 100, "succeeded"), refund("re_2", 150, "succeeded"), refund("re_3", 1000, "canceled")))
+	o, err = d.Order(bg, ref("pi_r"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.Amount("10.00"), o.Amount)
+	s.set("GET /v1/payment_intents/pi_r", withRefunds(1250, true, refund("re_1", 100, "succeeded")))
+	o, err = d.Order(bg, ref("pi_r"))
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusFailed, o.Status, "more refunds than listed: amount_refunded")
+
 	session := func(paymentStatus, intent string) answer {
 		return answer{200, fmt.Sprintf(`{"id": "cs_1", "object": "checkout.session", "status": "complete", "payment_status": %q,
 			"amount_total": 1250, "currency": "eur", "metadata": {"order_id": "A1"}, "payment_intent": %s}`, paymentStatus, intent)}
 	}
 	s.set("GET /v1/checkout/sessions/cs_1", session("paid",
-		`{"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 1250}}`))
+		`{"id": "pi_s", "object": "payment_intent", "latest_charge": {"id": "ch_s", "object": "charge", "amount_refunded": 1250,
+			"refunds": {"object": "list", "data": [{"id": "re_s", "object": "refund", "amount": 1250, "status": "succeeded"}], "has_more": false}}}`))
 	o, err = d.Order(bg, ref("cs_1"))
 	require.NoError(t, err)
 	require.Equal(t, gateway.StatusFailed, o.Status, "a paid session refunded in full holds no money")
-	require.Equal(t, "payment_intent.latest_charge", s.queries[len(s.queries)-1].Get("expand[0]"))
+	require.Equal(t, "payment_intent.latest_charge.refunds", s.queries[len(s.queries)-1].Get("expand[0]"))
 	s.set("GET /v1/checkout/sessions/cs_1", session("paid", `"pi_s"`))
 	_, err = d.Order(bg, ref("cs_1"))
 	require.ErrorIs(t, err, gateway.ErrBadAnswer, "a paid session whose PaymentIntent was not expanded")
