@@ -162,6 +162,9 @@ type orderState struct {
 	Status   string
 	Version  int
 	ExpireAt time.Time
+	// Expired: expire_at has passed by the database's clock (the buyer can
+	// no longer begin a payment).
+	Expired bool
 	// Amount is the order's amount as text, nil if it has none.
 	Amount *string
 	// GatewayExpiry is how long until the expiry the shop gave the gateway
@@ -174,12 +177,12 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 	var st orderState
 	var gwLeft *float64
 	err := db.QueryRow(ctx,
-		`SELECT status, deadline_version, expire_at, amount::text,
+		`SELECT status, deadline_version, expire_at, clock_timestamp() >= expire_at, amount::text,
 		        CASE WHEN gateway_expire_at IS NOT NULL -- greatest() ignores a NULL
 		             THEN extract(epoch FROM greatest(gateway_expire_at - clock_timestamp(), interval '0'))::float8
 		        END
 		   FROM ordertimeout.order_info($1)`,
-		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Amount, &gwLeft)
+		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Expired, &st.Amount, &gwLeft)
 	if gwLeft != nil {
 		d := time.Duration(*gwLeft * float64(time.Second))
 		st.GatewayExpiry = &d
