@@ -73,25 +73,11 @@ func (g *Migrator) Down(steps int, dropData bool) (changed bool, err error) {
 	if steps == 0 {
 		err = g.m.Down()
 	} else {
-		current, cerr := g.checkDown(steps)
+		current, target, cerr := g.checkDown(steps)
 		if cerr != nil {
 			return false, cerr
 		}
 		if !dropData {
-			versions, verr := migrations.Versions()
-			if verr != nil {
-				return false, verr
-			}
-			var applied []uint
-			for _, v := range versions {
-				if v <= current {
-					applied = append(applied, v)
-				}
-			}
-			target := uint(0)
-			if steps < len(applied) {
-				target = applied[len(applied)-steps-1]
-			}
 			if lerr := g.checkLoss(current, target); lerr != nil {
 				return false, lerr
 			}
@@ -108,30 +94,34 @@ func (g *Migrator) Down(steps int, dropData bool) (changed bool, err error) {
 }
 
 // checkDown refuses to roll back steps migrations when the database is dirty
-// or fewer than steps migrations are applied. It returns the applied version.
-func (g *Migrator) checkDown(steps int) (uint, error) {
+// or fewer than steps migrations are applied. It returns the applied version
+// and the version the rollback leaves (0: none).
+func (g *Migrator) checkDown(steps int) (current, target uint, err error) {
 	current, dirty, err := g.Version()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if dirty {
-		return 0, fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
+		return 0, 0, fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
 	}
 	versions, err := migrations.Versions()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	applied := 0
+	var applied []uint
 	for _, v := range versions {
 		if v <= current {
-			applied++
+			applied = append(applied, v)
 		}
 	}
-	if steps > applied {
-		return 0, fmt.Errorf("migrate down: %d migrations are applied (version %d), fewer than %d; nothing was rolled back (down --all rolls back every migration, dropping all data)",
-			applied, current, steps)
+	if steps > len(applied) {
+		return 0, 0, fmt.Errorf("migrate down: %d migrations are applied (version %d), fewer than %d; nothing was rolled back (down --all rolls back every migration, dropping all data)",
+			len(applied), current, steps)
 	}
-	return current, nil
+	if steps < len(applied) {
+		target = applied[len(applied)-steps-1]
+	}
+	return current, target, nil
 }
 
 // Force records version as applied and clean, without running anything: for
