@@ -23,14 +23,16 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "serve": // answers HTTP until SIGTERM, then exits 0
+		// SIGTERM is caught before the port answers, as the real binaries
+		// do: the parent may stop the child as soon as it answers.
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
 		l, err := net.Listen("tcp", os.Getenv("SIDECARPROC_ADDR"))
 		if err != nil {
 			fmt.Println("listen:", err)
 			os.Exit(2)
 		}
 		go func() { _ = http.Serve(l, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) }()
-		term := make(chan os.Signal, 1)
-		signal.Notify(term, syscall.SIGTERM)
 		fmt.Println("serving")
 		<-term
 		os.Exit(0)
