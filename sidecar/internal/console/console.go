@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 )
@@ -88,6 +89,11 @@ type Config struct {
 	// e.g. the name of a reverse proxy that rewrites Host. Matched
 	// case-insensitively, ports ignored.
 	TrustedHosts []string
+
+	// Gateway, if set, is asked before a reinstatement whether it still
+	// holds the late payment's money (worker.CheckHeld): one a person
+	// refunded there is not reinstated. The sidecar always sets it.
+	Gateway gateway.Gateway
 
 	// Logger logs refused requests and database errors. If nil,
 	// slog.Default() is used.

@@ -15,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
@@ -377,6 +379,9 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		note = &n
 	}
 
+	if resolution == "reinstate" && !h.gatewayHolds(w, r, u, id) {
+		return
+	}
 	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note)
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -398,6 +403,50 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logger.Info("console: conflict resolved", "user", u.Name, "conflict_id", id, "resolution", resolution, "outcome", outcome)
 	http.Redirect(w, r, fmt.Sprintf("%sconflicts?resolved=%d&outcome=%s", Prefix, id, outcome), http.StatusSeeOther)
+}
+
+// gatewayTimeout bounds the gateway's answer to a reinstatement's check (its
+// client retries an unavailable gateway within it).
+const gatewayTimeout = 20 * time.Second
+
+// gatewayHolds asks the gateway, before conflict id is reinstated, whether it
+// still holds the late payment's money (worker.CheckHeld), and reports
+// whether the reinstatement may go on. When it may not, it has answered: 409
+// when the gateway no longer holds the money (a person refunded it there),
+// 503 when the gateway could not be asked. An answer that says nothing
+// (unusable, 404) lets it go on, as for the resolve worker.
+func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
+	if h.cfg.Gateway == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), gatewayTimeout)
+	defer cancel()
+	err := worker.CheckHeld(ctx, h.cfg.Gateway, h.cfg.Pool, id)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, worker.ErrNotHeld):
+		h.logger.Warn("console: reinstatement refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
+		return false
+	case errors.Is(err, worker.ErrOtherCurrency):
+		h.logger.Info("console: reinstatement refused: the gateway holds the payment in another currency", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. It is not the order's money: refund it."})
+		return false
+	case errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest):
+		h.logger.Warn("console: the gateway's answer about the late payment is unusable: reinstating without it", "user", u.Name, "conflict_id", id, "error", err)
+		return true
+	case errors.Is(err, gateway.ErrUnavailable) || errors.Is(err, gateway.ErrThrottled) || ctx.Err() != nil:
+		h.logger.Warn("console: the gateway could not be asked before a reinstatement", "user", u.Name, "conflict_id", id, "error", err)
+		h.renderConflicts(w, r, http.StatusServiceUnavailable, page{Title: "Conflicts",
+			Error: "The payment gateway could not be asked whether it still holds the payment: nothing was resolved. Try again in a moment."})
+		return false
+	default:
+		h.dbFail(w, r, "read the conflict", err)
+		return false
+	}
 }
 
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded

@@ -9,6 +9,10 @@
 //	POST /v1/refunds
 //	GET  /v1/payments?since=<RFC 3339>&limit=N
 //
+// A refund, the sidecar's or a person's, changes what the order's payment
+// holds, as the contract says: refunded in full, GET /v1/orders/{order_id}
+// answers failed; in part, paid with the rest.
+//
 // GET /v1/payments lists every payment the fake took, silent ones included
 // (their callback never comes; a payment set without an amount is not
 // listed, as the contract requires one), and every refund it made, each
@@ -44,6 +48,10 @@
 //	     Answer behaviours, for the gateway API about this order:
 //	       down     503 Service Unavailable
 //	       slow     answers after delay_ms
+//	POST /_fake/orders/{order_id}/refund  {"amount": "4.00"}
+//	     A person refunds the order's paid payment at the gateway (its
+//	     dashboard), without the shop: all of it, or amount of it. 409 when
+//	     the order has no paid payment or amount is more than it holds.
 //	GET  /_fake/orders/{order_id}   what the fake knows about the order
 //	POST /_fake/gateway {"behaviour": "normal"|"down"|"slow", "delay_ms": 0}
 //	     the whole gateway's answers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"net/url"
 	"strings"
@@ -155,6 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		{"/v1/orders/", "/close", http.MethodPost, s.closeOrder},
 		{"/_fake/orders/", "", http.MethodPost, s.setOrder},
 		{"/_fake/orders/", "", http.MethodGet, s.showOrder},
+		{"/_fake/orders/", "/refund", http.MethodPost, s.refundOutside},
 	} {
 		tail, ok := strings.CutPrefix(r.URL.EscapedPath(), route.prefix)
 		if !ok {
@@ -472,6 +474,7 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 		o := s.order(req.OrderID)
 		o.refunds++
 		s.ledger.refunded(req, o)
+		o.giveBack(req.PaymentID, req.Amount)
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
@@ -488,6 +491,86 @@ func (s *Server) setOrder(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.showOrder(w, r, id)
+}
+
+// Refund is the body of POST /_fake/orders/{order_id}/refund.
+type Refund struct {
+	// Amount is how much is given back; empty, all the gateway holds.
+	Amount gateway.Amount `json:"amount,omitempty"`
+}
+
+// RefundOutside does what POST /_fake/orders/{order_id}/refund does: a person
+// refunds the order's paid payment at the gateway (its dashboard), in full or
+// by amount, without the shop's sidecar. GET /v1/payments lists the refund;
+// GET /v1/orders/{order_id} then answers what the gateway still holds.
+func (s *Server) RefundOutside(orderID string, amount gateway.Amount) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[orderID]
+	if !ok || o.status != gateway.StatusPaid || o.paymentID == "" {
+		return fmt.Errorf("order %q has no paid payment to refund", orderID)
+	}
+	if amount != "" && o.amount != "" {
+		if rest, ok := subtract(o.amount, amount); !ok || rest.Sign() < 0 {
+			return fmt.Errorf("refund of %s is more than the %s held for order %q", amount, o.amount, orderID)
+		}
+	}
+	s.ledger.refunded(gateway.RefundRequest{OrderID: orderID, PaymentID: o.paymentID, Amount: amount}, o)
+	o.refunds++
+	o.giveBack(o.paymentID, amount)
+	return nil
+}
+
+func (s *Server) refundOutside(w http.ResponseWriter, r *http.Request, id string) {
+	var b Refund
+	if err := decode(r, &b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := s.RefundOutside(id, b.Amount); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	s.showOrder(w, r, id)
+}
+
+// giveBack records that payment paymentID of the order gave back amount (all
+// of it when empty), as the contract has the gateway answer: refunded in
+// full, the order's status is failed; in part, paid with the rest. A refund
+// of another payment (one of a double payment) changes nothing here. s.mu is
+// held.
+func (o *order) giveBack(paymentID string, amount gateway.Amount) {
+	if o.status != gateway.StatusPaid || paymentID != o.paymentID {
+		return
+	}
+	if amount == "" || o.amount == "" {
+		o.status = gateway.StatusFailed
+		return
+	}
+	rest, ok := subtract(o.amount, amount)
+	if !ok || rest.Sign() <= 0 {
+		o.status = gateway.StatusFailed
+		return
+	}
+	o.amount = gateway.Amount(rest.FloatString(max(scale(o.amount), scale(amount))))
+}
+
+// subtract returns a − b of two amounts of the contract's grammar.
+func subtract(a, b gateway.Amount) (*big.Rat, bool) {
+	x, okA := new(big.Rat).SetString(string(a))
+	y, okB := new(big.Rat).SetString(string(b))
+	if !okA || !okB {
+		return nil, false
+	}
+	return x.Sub(x, y), true
+}
+
+// scale is the number of fraction digits of an amount.
+func scale(a gateway.Amount) int {
+	if _, frac, ok := strings.Cut(string(a), "."); ok {
+		return len(frac)
+	}
+	return 0
 }
 
 func (s *Server) showOrder(w http.ResponseWriter, _ *http.Request, id string) {

@@ -14,6 +14,12 @@
 //	          "payment_id": "P1", "amount": "12.50", "currency": "EUR"}
 //	     status none: the gateway knows no payment for the order.
 //	     payment_id, amount and currency are set when status is paid.
+//	     A payment refunded since, by anyone (the sidecar, or a person in
+//	     the gateway's dashboard), is answered as what the gateway still
+//	     holds of it: failed when refunded in full, paid with the amount
+//	     left when in part. Before a late payment is reinstated the
+//	     sidecar asks, and reinstates no payment the gateway answers that
+//	     way (worker.CheckHeld).
 //
 //	     none is unknown, never unpaid. The Chinese gateways answer "order
 //	     not found" (Alipay's TRADE_NOT_EXIST, WeChat Pay's ORDERNOTEXIST)

@@ -55,7 +55,7 @@ func (s *Sidecar) build() error {
 	if err := metrics.Register(reg, riverRunning, dbStats); err != nil {
 		return err
 	}
-	return s.newHTTP()
+	return s.newHTTP(gw)
 }
 
 // newGateway builds the gateway driver of the configuration with its

@@ -11,13 +11,14 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/metrics"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
 )
 
 // newHTTP builds the HTTP server with River's UI and the console, unless
 // HTTPAddr is "-".
-func (s *Sidecar) newHTTP() error {
+func (s *Sidecar) newHTTP(gw gateway.Gateway) error {
 	cfg, logger, reg := s.cfg, s.logger, s.reg
 	if cfg.HTTPAddr == "-" {
 		return nil
@@ -31,7 +32,7 @@ func (s *Sidecar) newHTTP() error {
 		return fmt.Errorf("create River UI: %w", err)
 	}
 	s.ui = ui
-	consoleHandler, err := s.newConsole()
+	consoleHandler, err := s.newConsole(gw)
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func (s *Sidecar) newHTTP() error {
 // newConsole builds the console's handler, or returns nil when it is not
 // served (no users configured and the HTTP server reachable beyond
 // loopback).
-func (s *Sidecar) newConsole() (http.Handler, error) {
+func (s *Sidecar) newConsole(gw gateway.Gateway) (http.Handler, error) {
 	cfg := s.cfg
 	viewer, err := console.ParseCredentials(cfg.ConsoleViewer)
 	if err != nil {
@@ -90,6 +91,7 @@ func (s *Sidecar) newConsole() (http.Handler, error) {
 		Operator:     operator,
 		Anonymous:    anonymous,
 		TrustedHosts: cfg.HTTPAllowedHosts,
+		Gateway:      gw,
 		Logger:       s.logger.With("component", "console"),
 	})
 	if err != nil {

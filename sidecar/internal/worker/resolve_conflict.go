@@ -106,13 +106,42 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			w.outcome(job.Kind, "manual_pending")
 			return nil
 		case "reinstate":
+			// The gateway is asked first whether it still holds the late
+			// payment: a person may have refunded it there since (CheckHeld).
+			var g gateway.Order
+			otherCurrency := false
+			if c.Kind == "late_payment" {
+				g, err = checkHeld(ctx, w.Gateway, w.Pool, c)
+				switch {
+				case errors.Is(err, ErrOtherCurrency):
+					log.Info("cannot reinstate, refunding instead", "reason", err)
+					otherCurrency = true
+				case errors.Is(err, ErrNotHeld):
+					log.Error("late payment not reinstated: the gateway no longer holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
+						"reason", err)
+					w.outcome(job.Kind, notHeld)
+					return nil
+				case errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest):
+					// An answer that says nothing (a record expired at
+					// the gateway: 404) is no evidence either way, like
+					// "none": the resolution goes on as without it.
+					log.Error("the gateway's lookup is unusable: resolving the late payment without it", "error", err)
+					w.outcome(job.Kind, lookupBadAnswer)
+					g = gateway.Order{}
+				case err != nil:
+					return retry(ctx, w.Deps, job, true, err)
+				}
+			}
+			if otherCurrency {
+				break // to the refund
+			}
 			outcome, err := w.resolve(ctx, id, "reinstate")
 			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil && c.Kind == "late_payment" {
 				// A late payment recorded without its amount cannot be
-				// reinstated: the gateway is asked for it before the
-				// payment is refunded instead. Learned, the conflict is
-				// read and tried once more.
-				learned, lerr := w.learnAmount(ctx, job.Kind, log, c)
+				// reinstated: the gateway's answer above may give it
+				// before the payment is refunded instead. Learned, the
+				// conflict is read and tried once more.
+				learned, lerr := w.learnAmount(ctx, job.Kind, log, c, g)
 				if lerr != nil {
 					return retry(ctx, w.Deps, job, true, lerr)
 				}
@@ -173,8 +202,9 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	return w.refund(ctx, job, log, id, c)
 }
 
-// learnAmount asks the gateway for the payment of late-payment conflict c,
-// recorded without an amount, and when the gateway says it paid exactly the
+// learnAmount reads in g, the gateway's answer about the order of
+// late-payment conflict c (recorded without an amount), the payment's
+// amount, and when the gateway says it paid exactly the
 // order's amount (in its currency), confirms it again with that amount, which
 // the open conflict learns (confirm_payment): the one case where learning
 // lets the payment be reinstated. It says whether the amount was learned.
@@ -187,20 +217,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 // too). Errors bring the job back: an unavailable or throttled gateway (a
 // refund would need it too), a confirmation to be called again (40001:
 // another transaction holds the conflict), the database.
-func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, log *slog.Logger, c conflict) (bool, error) {
-	ref, err := gatewayRef(ctx, w.Pool, c.OrderID)
-	if err != nil {
-		return false, err
-	}
-	g, err := w.Gateway.Order(ctx, ref)
-	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
-		log.Error("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
-		w.outcome(kind, lookupBadAnswer)
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("ask the gateway for the amount of payment %q: %w", c.PaymentID, err)
-	}
+func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, log *slog.Logger, c conflict, g gateway.Order) (bool, error) {
 	if g.Status != gateway.StatusPaid || g.PaymentID != c.PaymentID || g.Amount == "" {
 		log.Info("the gateway does not give the late payment's amount: refunding it whole",
 			"gateway_status", g.Status, "gateway_payment_id", g.PaymentID)
@@ -238,6 +255,11 @@ func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, lo
 // payment's amount was unusable: a bad answer (the job goes on, refunding
 // the payment whole).
 const lookupBadAnswer = "lookup_bad_answer"
+
+// notHeld is the outcome counted when a late payment is not reinstated
+// because the gateway no longer holds its money (ErrNotHeld): the conflict
+// stays open for a person.
+const notHeld = "not_held"
 
 // readConflict reads what a resolution needs of conflict id into c.
 //

@@ -1,0 +1,81 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+)
+
+// An operator's reinstate asks the gateway first whether it still holds the
+// late payment: one a person refunded there since (the conflict waited for a
+// person, days maybe) is refused with the reason, and nothing is resolved;
+// with the gateway away, nothing is resolved either, and the operator is
+// told to try again. Still held, the order is reinstated. Before, the
+// console reinstated without asking: the order became PAID for money given
+// back.
+func TestReinstateAsksTheGatewayFirst(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	fake, gatewayURL := sidecartest.Fake(t, nil)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gatewayURL, Retries: gateway.NoRetries}})
+	token := site.token(t, operator)
+	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "pay-late", Amount: "25.00", Currency: "EUR"}))
+
+	// The gateway is away: nothing resolved.
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Down}))
+	a := site.resolve(t, operator, s.LateID, "reinstate", token, nil)
+	require.Equal(t, http.StatusServiceUnavailable, a.Status, a.Body)
+	require.Contains(t, a.Body, "could not be asked whether it still holds the payment: nothing was resolved")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Normal}))
+
+	// A person refunded 5 EUR of it at the gateway: refused.
+	require.NoError(t, fake.RefundOutside(lateOrder, "5.00"))
+	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "reinstate refused: the gateway no longer holds the late payment&#39;s money")
+	require.Contains(t, a.Body, "the gateway holds 20.00 of payment")
+	c := readConflict(t, s.DB, s.LateID)
+	require.Equal(t, "open", c.State)
+	require.Zero(t, c.Events)
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, lateOrder))
+
+	// The rest too: the gateway answers failed; still refused.
+	require.NoError(t, fake.RefundOutside(lateOrder, ""))
+	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "payment failed (refunded in full there?)")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+
+	// What the person does then: manual, with a note.
+	a = site.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", s.LateID), operator,
+		url.Values{"csrf": {token}, "resolution": {"manual"}, "note": {"refunded by support at the gateway"}},
+		map[string]string{"Origin": site.URL})
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+}
+
+// Still held at the gateway, the late payment is reinstated from the console.
+func TestReinstateWhileTheGatewayHoldsThePayment(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	fake, gatewayURL := sidecartest.Fake(t, nil)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gatewayURL, Retries: gateway.NoRetries}})
+	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "pay-late", Amount: "25", Currency: "EUR"}))
+	a := site.resolve(t, operator, s.LateID, "reinstate", site.token(t, operator), nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "PAID", sidecartest.Status(t, s.DB, lateOrder))
+	require.Equal(t, 1, fake.Stats().Queries, "the gateway was asked once")
+}

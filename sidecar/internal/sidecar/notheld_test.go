@@ -1,0 +1,68 @@
+package sidecar_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+)
+
+// A late payment of the order's exact amount that a person then refunded at
+// the gateway (a buyer who asked support for their money back after the
+// cancel) is not reinstated: the order would be PAID for money the shop no
+// longer has (invariant 7). Nor does the sidecar refund it a second time: the
+// conflict stays open for a person, counted as not_held. Before, the resolve
+// worker reinstated every late payment of the exact amount without asking
+// the gateway, and both orders below ended PAID.
+func TestLatePaymentRefundedAtTheGatewayIsNotReinstated(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		refunded gateway.Amount // "" refunds all of it
+	}{
+		{name: "refunded in full"},
+		{name: "refunded in part", refunded: "4.00"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			sidecartest.CreateOrder(t, e.db, "NH1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+			sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('NH1')")
+			require.NoError(t, e.fake.Set(bg, "NH1", fakegateway.Behaviour{
+				Behaviour: fakegateway.Silent, PaymentID: "PNH1", Amount: "10.00", Currency: "EUR"}))
+			var got string
+			require.NoError(t, e.db.QueryRow(bg, "SELECT ordertimeout.confirm_payment('NH1', 'PNH1', 10.00, 'EUR')").Scan(&got))
+			require.Equal(t, "conflict", got, "a late payment of the exact amount")
+			require.NoError(t, e.fake.RefundOutside("NH1", tc.refunded), "a person refunds it at the gateway")
+
+			s, _ := sidecartest.Start(t, e.config("s1"))
+			sidecartest.Eventually(t, 20*time.Second, "the resolve job to find the money gone", func() (bool, error) {
+				return sidecartest.Metric(t, s.Registry(), "ordertimeout_conflicts_resolved_total", "outcome", "not_held") == 1, nil
+			})
+			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "NH1"), "not reinstated")
+			require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+				WHERE order_id = 'NH1' AND state = 'open' AND resolution IS NULL`), "left open for a person")
+			require.Zero(t, e.fake.Stats().RefundRequests, "not refunded a second time")
+		})
+	}
+}
+
+// The same late payment, still held at the gateway, is reinstated as always,
+// also when the gateway writes its amount otherwise (10 against 10.00).
+func TestLatePaymentStillHeldIsReinstated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.CreateOrder(t, e.db, "NH2", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('NH2')")
+	require.NoError(t, e.fake.Set(bg, "NH2", fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "PNH2", Amount: "10", Currency: "EUR"}))
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('NH2', 'PNH2', 10.00, 'EUR')")
+
+	sidecartest.Start(t, e.config("s1"))
+	sidecartest.WaitStatus(t, e.db, "NH2", "PAID", 20*time.Second)
+	require.GreaterOrEqual(t, e.fake.Stats().Queries, 1, "the gateway was asked")
+}
