@@ -109,6 +109,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	seen := map[[2]string]gateway.Payment{}
 	var again []gateway.Payment
 	cursor := since
+read:
 	for {
 		page, err := w.Gateway.Payments(ctx, cursor, reconcilePage)
 		if err != nil {
@@ -148,7 +149,19 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		// page that passes MaxRows was refused whole, every run.)
 		if len(ts) >= reconcile.MaxRows {
 			ts = ts[:reconcile.MaxRows]
-			if last := ts[len(ts)-1].At; last.After(since) && last.Before(end) {
+			last := ts[len(ts)-1].At
+			if watermark != nil && !last.After(*watermark) && since.Before(*watermark) {
+				// All of them before the watermark, in the overlap: ending
+				// there would leave the watermark where it is, and every
+				// run would read the same transactions again, never what
+				// came after it. This run reads from the watermark.
+				w.Logger.Warn("reconcile: more transactions in the overlap than one run applies; reading from the watermark this run (lower --reconcile-overlap)",
+					"kind", job.Kind, "source", source, "max_rows", reconcile.MaxRows, "overlap_from", since, "watermark", *watermark)
+				since, cursor = *watermark, *watermark
+				ts, again, seen = nil, nil, map[[2]string]gateway.Payment{}
+				continue read
+			}
+			if last.After(since) && last.Before(end) {
 				end = last
 			}
 			break

@@ -137,3 +137,40 @@ func TestReconcileTakesAtMostMaxRowsAcrossTheEndOfItsYear(t *testing.T) {
 		}
 	}
 }
+
+// More than MaxRows transactions inside the overlap (a day of overlap at 1.2
+// payments a second) no longer hold the watermark where it is: the run that
+// finds them all before the watermark reads from the watermark instead, and
+// the payment after it is reconciled. Found by a review: every run applied
+// the same 100,000 transactions of the overlap and ended its period there,
+// the watermark never moved, and a lost callback after it was never found.
+func TestReconcileOverlapOfMoreThanMaxRowsMovesOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', now() - interval '2 days', now())`)
+	var mark time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&mark))
+	const overlap = 24 * time.Hour
+	const inOverlap = 100001
+	step := overlap / (inOverlap + 1)
+	g := &listing{}
+	for i := range inOverlap {
+		g.all = append(g.all, gateway.Payment{PaymentID: fmt.Sprintf("P%d", i), OrderID: fmt.Sprintf("X%d", i),
+			Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: mark.Add(-overlap + time.Duration(i+1)*step).UTC()})
+	}
+	after := mark.Add(time.Minute).UTC()
+	g.all = append(g.all, gateway.Payment{PaymentID: "P-after", OrderID: "X-after",
+		Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: after})
+	outcomes := map[string]int{}
+	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger(),
+		ReconcileOverlap: overlap, Reconciled: func(o string) { outcomes[o]++ }}}
+
+	require.NoError(t, w.Work(ctx, listJob()))
+	var watermark time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&watermark))
+	require.True(t, watermark.After(after), "the watermark moves past the payment after it: %s, was %s", watermark, mark)
+	require.Equal(t, map[string]int{"unknown_order": 1}, outcomes, "the payment after the watermark is judged, the overlap's skipped this run")
+}
