@@ -62,8 +62,8 @@ BEGIN
         RETURN 'NULL';
     END IF;
     RETURN coalesce((SELECT string_agg(CASE WHEN ordertimeout._is_plain_text(t.c, 1) THEN t.c
-                                            WHEN ascii(t.c) > 65535 THEN '\U' || lpad(to_hex(ascii(t.c)), 8, '0')
-                                            ELSE '\u' || lpad(to_hex(ascii(t.c)), 4, '0') END,
+                                            WHEN ascii(t.c) > 65535 THEN chr(92) || 'U' || lpad(to_hex(ascii(t.c)), 8, '0')
+                                            ELSE chr(92) || 'u' || lpad(to_hex(ascii(t.c)), 4, '0') END,
                                        '' ORDER BY t.n)
                        FROM regexp_split_to_table(left(value, max_length), '') WITH ORDINALITY AS t(c, n)
                       WHERE t.c <> ''), '')
@@ -512,7 +512,7 @@ BEGIN
         RETURN NULL;
     END IF;
     v_text := value #>> '{}';
-    IF v_text !~ '^(0|[1-9][0-9]{0,14})(\.[0-9]{1,6})?$' THEN
+    IF v_text !~ '^(0|[1-9][0-9]{0,14})([.][0-9]{1,6})?$' THEN
         RETURN NULL;
     END IF;
     RETURN v_text::numeric;
@@ -528,7 +528,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF jsonb_typeof(value) <> 'string'
-       OR (value #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
+       OR (value #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
         RETURN NULL;
     END IF;
     RETURN (value #>> '{}')::timestamptz;

@@ -147,6 +147,15 @@ BEGIN
             RAISE EXCEPTION 'line %: at must be an ISO 8601 time with a zone, such as 2026-12-01T10:00:00Z', v_line
                 USING ERRCODE = 'OT171';
         END IF;
+        -- A file of another period (yesterday's, run again for today)
+        -- would move the watermark past payments never read. The end is
+        -- taken too: a run that stops at MaxRows ends its period at the
+        -- last transaction it applies.
+        IF v_at < reconcile_payments.period_start OR v_at > reconcile_payments.period_end THEN
+            RAISE EXCEPTION 'line %: at % is outside the period % to %: is this the file of another period?',
+                v_line, v_at, reconcile_payments.period_start, reconcile_payments.period_end
+                USING ERRCODE = 'OT171';
+        END IF;
         v_rows := array_append(v_rows, jsonb_build_object(
             'line', v_line, 'payment_id', v_row.value ->> 'payment_id', 'order_id', v_row.value ->> 'order_id',
             'amount', v_amount, 'currency', v_row.value ->> 'currency', 'status', v_row.value ->> 'status', 'at', v_at));
@@ -221,6 +230,12 @@ BEGIN
         IF v_order.order_id IS NULL THEN
             outcome := 'unknown_order';
             detail := 'the gateway has a transaction for an order this database does not know';
+            SELECT format('the gateway has a transaction for order %s, which purge_orders deleted at %s (payment %s was of it): check it at the gateway',
+                          g.order_id, g.purged_at, g.payment_id)
+            INTO detail
+            FROM ordertimeout.purged_payments AS g
+            WHERE g.payment_id = reconcile_payments.payment_id AND g.order_id = reconcile_payments.order_id;
+            detail := coalesce(detail, 'the gateway has a transaction for an order this database does not know');
         ELSIF v_pay.payment_id IS NOT NULL AND v_pay.order_id <> order_id THEN
             outcome := 'other_order';
             detail := format('payment %s belongs to order %s here', v_pay.payment_id, v_pay.order_id);
@@ -302,6 +317,16 @@ BEGIN
             outcome := 'refund_unknown';
             detail := format('paid and refunded at the gateway; here the payment is %s: not confirmed',
                              coalesce(v_pay.status, 'unknown'));
+        ELSIF v_pay.payment_id IS NULL
+              AND (v_row.value ->> 'at')::timestamptz < v_order.created_at - interval '1 minute' THEN
+            -- Money this database has not seen, taken before the order was
+            -- created (by more than any skew between the two clocks): a
+            -- payment of an earlier order under the same id (purged, its id
+            -- taken again), whose callback never came. Not this order's
+            -- money: a person refunds the earlier buyer.
+            outcome := 'other_order';
+            detail := format('paid at the gateway at %s, before order %s here was created (%s): a payment of an earlier order under this id?',
+                             (v_row.value ->> 'at')::timestamptz, v_order.order_id, v_order.created_at);
         ELSE
             -- Money this database has not seen: a lost callback. Confirm it
             -- as a callback would have, with cause reconcile.
@@ -328,6 +353,11 @@ BEGIN
         WHERE p.status = 'confirmed'
           AND p.confirmed_at >= reconcile_payments.period_start
           AND p.confirmed_at < reconcile_payments.period_end
+          -- A lost callback reconciliation confirmed: the gateway listed it
+          -- already, in the period of its own time.
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.events AS e
+                           WHERE e.order_id = p.order_id AND e.to_status = 'PAID' AND e.cause = 'reconcile'
+                             AND e.detail ->> 'payment_id' = p.payment_id)
           AND p.payment_id NOT IN (SELECT r ->> 'payment_id' FROM unnest(v_rows) AS r WHERE r ->> 'status' = 'paid')
         ORDER BY p.confirmed_at, p.payment_id;
     END IF;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -131,10 +132,12 @@ func TestReconcileDoesNotDeadlockWithACreate(t *testing.T) {
 // in that order; the channel gets its error.
 func reconcileInBackground(ctx context.Context, conn *pgx.Conn, orders ...string) <-chan error {
 	var lines []string
+	// Paid now: in the period, and after the orders were created.
+	at := time.Now().UTC().Format(time.RFC3339)
 	for _, o := range orders {
 		lines = append(lines, fmt.Sprintf(
-			`{"payment_id":%q,"order_id":%q,"amount":"10","currency":"EUR","status":"paid","at":"2026-01-01T00:00:00Z"}`,
-			o+"-gw", o))
+			`{"payment_id":%q,"order_id":%q,"amount":"10","currency":"EUR","status":"paid","at":%q}`,
+			o+"-gw", o, at))
 	}
 	reconciled := make(chan error, 1)
 	go func() {

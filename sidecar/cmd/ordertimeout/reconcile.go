@@ -35,8 +35,9 @@ Formats (--format):
 The file is refused, with its line and field named, when it is larger than
 64 MiB or has more than 100000 transactions, has a wrong header, a malformed
 row, control characters, or an amount, currency, status or time outside its
-grammar. The period (--from, --to) defaults to the whole days a WeChat bill
-covers, or to the first to the last time of a CSV file.
+grammar, or a time outside the period (the file of another period). The
+period (--from, --to) defaults to the whole days a WeChat bill covers, or to
+the first to the last time of a CSV file.
 
 Prints the count of each outcome, then the rows that need a person (the
 conflicts found, amount_differs, refund_unknown, unknown_order, other_order,

@@ -56,6 +56,9 @@ func TestReconcileWeChatBill(t *testing.T) {
 	sidecartest.CreateOrder(t, db, "WX1001", time.Hour, `{"amount": 25.00, "currency": "CNY"}`)
 	sidecartest.CreateOrder(t, db, "WX1002", time.Hour, `{"amount": 99.90, "currency": "CNY"}`)
 	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('WX1002')")
+	// Placed before the bill's day: a payment the gateway dates before its
+	// order was created is another order's (other_order).
+	sidecartest.Exec(t, db, "UPDATE ordertimeout.orders SET created_at = '2026-11-30T00:00:00Z' WHERE order_id LIKE 'WX%'")
 	args := []string{"--database-url", url, "--file", wechatSample, "--format", "wechat"}
 
 	before := snapshot(t, db)

@@ -21,11 +21,11 @@ FROM unnest(ARRAY['same', 'less', 'dollars', 'no-amount', 'no-currency']) AS id;
 SELECT now() - interval '1 hour' AS t0, now() + interval '1 hour' AS t1 \gset
 
 SELECT jsonb_build_array(
-  jsonb_build_object('line', 2, 'payment_id', 'p-same', 'order_id', 'same', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:00:00Z'),
-  jsonb_build_object('line', 3, 'payment_id', 'p-less', 'order_id', 'less', 'amount', '0.01', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:01:00Z'),
-  jsonb_build_object('line', 4, 'payment_id', 'p-dollars', 'order_id', 'dollars', 'amount', '10', 'currency', 'USD', 'status', 'paid', 'at', '2026-12-01T10:02:00Z'),
-  jsonb_build_object('line', 5, 'payment_id', 'p-no-amount', 'order_id', 'no-amount', 'amount', '3', 'currency', 'USD', 'status', 'paid', 'at', '2026-12-01T10:03:00Z'),
-  jsonb_build_object('line', 6, 'payment_id', 'p-no-currency', 'order_id', 'no-currency', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:04:00Z')
+  jsonb_build_object('line', 2, 'payment_id', 'p-same', 'order_id', 'same', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 3, 'payment_id', 'p-less', 'order_id', 'less', 'amount', '0.01', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 4, 'payment_id', 'p-dollars', 'order_id', 'dollars', 'amount', '10', 'currency', 'USD', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 5, 'payment_id', 'p-no-amount', 'order_id', 'no-amount', 'amount', '3', 'currency', 'USD', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 6, 'payment_id', 'p-no-currency', 'order_id', 'no-currency', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now())
 ) AS tx \gset
 SELECT test.snapshot() AS before \gset
 

@@ -26,14 +26,14 @@ WHERE c.order_id IN ('refunded', 'refunded-more');
 SELECT now() - interval '1 hour' AS t0, now() AS t1 \gset
 
 SELECT jsonb_build_array(
-  jsonb_build_object('line', 2, 'payment_id', 'p-same', 'order_id', 'same', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:00:00Z'),
-  jsonb_build_object('line', 3, 'payment_id', 'p-more', 'order_id', 'more', 'amount', '100', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:01:00Z'),
-  jsonb_build_object('line', 4, 'payment_id', 'p-dollars', 'order_id', 'dollars', 'amount', '10', 'currency', 'USD', 'status', 'paid', 'at', '2026-12-01T10:02:00Z'),
-  jsonb_build_object('line', 5, 'payment_id', 'p-unknown', 'order_id', 'unknown', 'amount', '3', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:03:00Z'),
-  jsonb_build_object('line', 6, 'payment_id', 'p-refunded', 'order_id', 'refunded', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:04:00Z'),
-  jsonb_build_object('line', 7, 'payment_id', 'p-refunded', 'order_id', 'refunded', 'amount', '10.0', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T10:05:00Z'),
-  jsonb_build_object('line', 8, 'payment_id', 'p-refunded-more', 'order_id', 'refunded-more', 'amount', '25', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:06:00Z'),
-  jsonb_build_object('line', 9, 'payment_id', 'p-refunded-more', 'order_id', 'refunded-more', 'amount', '4', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T10:07:00Z')
+  jsonb_build_object('line', 2, 'payment_id', 'p-same', 'order_id', 'same', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 3, 'payment_id', 'p-more', 'order_id', 'more', 'amount', '100', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 4, 'payment_id', 'p-dollars', 'order_id', 'dollars', 'amount', '10', 'currency', 'USD', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 5, 'payment_id', 'p-unknown', 'order_id', 'unknown', 'amount', '3', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 6, 'payment_id', 'p-refunded', 'order_id', 'refunded', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 7, 'payment_id', 'p-refunded', 'order_id', 'refunded', 'amount', '10.0', 'currency', 'EUR', 'status', 'refunded', 'at', now()),
+  jsonb_build_object('line', 8, 'payment_id', 'p-refunded-more', 'order_id', 'refunded-more', 'amount', '25', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 9, 'payment_id', 'p-refunded-more', 'order_id', 'refunded-more', 'amount', '4', 'currency', 'EUR', 'status', 'refunded', 'at', now())
 ) AS tx \gset
 SELECT test.snapshot() AS before \gset
 

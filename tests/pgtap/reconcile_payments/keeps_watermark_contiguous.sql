@@ -16,7 +16,10 @@ INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.create_order('live', '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}');
 SELECT now() - interval '3 hours' AS t3, now() - interval '2 hours' AS t2, now() - interval '1 hour' AS t1,
        now() + interval '1 hour' AS later \gset
-SELECT '[{"line": 2, "payment_id": "p-live", "order_id": "live", "amount": "10", "currency": "EUR", "status": "paid", "at": "2026-12-01T10:00:00Z"}]' AS tx \gset
+-- The order was placed before the period; the buyer paid in it.
+UPDATE ordertimeout.orders SET created_at = now() - interval '4 hours' WHERE order_id = 'live';
+SELECT jsonb_build_array(jsonb_build_object('line', 2, 'payment_id', 'p-live', 'order_id', 'live', 'amount', '10',
+    'currency', 'EUR', 'status', 'paid', 'at', :'t1'::timestamptz - interval '1 minute')) AS tx \gset
 
 SELECT count(*) FROM ordertimeout.reconcile_payments('[]', :'t3', :'t2', false, 'csv:psp');
 SELECT test.snapshot() AS before \gset

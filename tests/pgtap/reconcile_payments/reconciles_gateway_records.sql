@@ -21,14 +21,14 @@ SELECT ordertimeout.cancel_order('gone');
 SELECT now() - interval '1 hour' AS t0, now() + interval '1 hour' AS t1 \gset
 
 SELECT jsonb_build_array(
-  jsonb_build_object('line', 2, 'payment_id', 'p-paid', 'order_id', 'paid', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:00:00Z'),
-  jsonb_build_object('line', 3, 'payment_id', 'p-live', 'order_id', 'live', 'amount', 10, 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:01:00Z'),
-  jsonb_build_object('line', 4, 'payment_id', 'p-gone', 'order_id', 'gone', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:02:00+08:00'),
-  jsonb_build_object('line', 5, 'payment_id', 'p-twice-2', 'order_id', 'twice', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:03:00Z'),
-  jsonb_build_object('line', 6, 'payment_id', 'p-wrong', 'order_id', 'wrong', 'amount', '9.99', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:04:00Z'),
-  jsonb_build_object('line', 7, 'payment_id', 'p-nobody', 'order_id', 'nobody', 'amount', '1', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:05:00Z'),
-  jsonb_build_object('line', 8, 'payment_id', 'p-refund', 'order_id', 'refund', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:06:00Z'),
-  jsonb_build_object('line', 9, 'payment_id', 'p-refund', 'order_id', 'refund', 'amount', '10', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T11:00:00Z')
+  jsonb_build_object('line', 2, 'payment_id', 'p-paid', 'order_id', 'paid', 'amount', '10.00', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 3, 'payment_id', 'p-live', 'order_id', 'live', 'amount', 10, 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 4, 'payment_id', 'p-gone', 'order_id', 'gone', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', to_char(now() AT TIME ZONE 'Asia/Shanghai', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '+08:00'),
+  jsonb_build_object('line', 5, 'payment_id', 'p-twice-2', 'order_id', 'twice', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 6, 'payment_id', 'p-wrong', 'order_id', 'wrong', 'amount', '9.99', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 7, 'payment_id', 'p-nobody', 'order_id', 'nobody', 'amount', '1', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 8, 'payment_id', 'p-refund', 'order_id', 'refund', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 9, 'payment_id', 'p-refund', 'order_id', 'refund', 'amount', '10', 'currency', 'EUR', 'status', 'refunded', 'at', now())
 ) AS tx \gset
 
 SELECT results_eq(

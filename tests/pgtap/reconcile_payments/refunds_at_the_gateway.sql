@@ -28,11 +28,11 @@ FROM ordertimeout.conflicts AS c WHERE c.order_id IN ('claimed', 'claimed-less')
 SELECT now() - interval '1 hour' AS t0, now() AS t1 \gset
 
 SELECT jsonb_build_array(
-  jsonb_build_object('line', 2, 'payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:00:00Z'),
-  jsonb_build_object('line', 3, 'payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T10:01:00Z'),
-  jsonb_build_object('line', 4, 'payment_id', 'p-claimed', 'order_id', 'claimed', 'amount', '10.00', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T10:02:00Z'),
-  jsonb_build_object('line', 5, 'payment_id', 'p-claimed-less', 'order_id', 'claimed-less', 'amount', '4', 'currency', 'EUR', 'status', 'refunded', 'at', '2026-12-01T10:03:00Z'),
-  jsonb_build_object('line', 6, 'payment_id', 'p-no-currency', 'order_id', 'no-currency', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', '2026-12-01T10:04:00Z')
+  jsonb_build_object('line', 2, 'payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now()),
+  jsonb_build_object('line', 3, 'payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR', 'status', 'refunded', 'at', now()),
+  jsonb_build_object('line', 4, 'payment_id', 'p-claimed', 'order_id', 'claimed', 'amount', '10.00', 'currency', 'EUR', 'status', 'refunded', 'at', now()),
+  jsonb_build_object('line', 5, 'payment_id', 'p-claimed-less', 'order_id', 'claimed-less', 'amount', '4', 'currency', 'EUR', 'status', 'refunded', 'at', now()),
+  jsonb_build_object('line', 6, 'payment_id', 'p-no-currency', 'order_id', 'no-currency', 'amount', '10', 'currency', 'EUR', 'status', 'paid', 'at', now())
 ) AS tx \gset
 SELECT test.snapshot() AS before \gset
 
@@ -56,11 +56,11 @@ SELECT is((SELECT status FROM ordertimeout.order_info('live')), 'PENDING', 'the 
 -- confirms it (the refund is not known yet), the second reports the refund.
 SELECT is((SELECT outcome FROM ordertimeout.reconcile_payments(
               jsonb_build_array(jsonb_build_object('payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR',
-                                                   'status', 'paid', 'at', '2026-12-01T10:00:00Z')), :'t0', :'t1')),
+                                                   'status', 'paid', 'at', now())), :'t0', :'t1')),
           'confirmed', 'paid alone: a lost callback, confirmed');
 SELECT is((SELECT outcome FROM ordertimeout.reconcile_payments(
               jsonb_build_array(jsonb_build_object('payment_id', 'p-live', 'order_id', 'live', 'amount', '10', 'currency', 'EUR',
-                                                   'status', 'refunded', 'at', '2026-12-01T10:01:00Z')), :'t0', :'t1')),
+                                                   'status', 'refunded', 'at', now())), :'t0', :'t1')),
           'refund_unknown', 'then its refund: refund_unknown');
 
 -- Once finish_refund records it, the refund is ok.

@@ -10,7 +10,7 @@ SELECT ordertimeout.create_order('live', '[{"sku":"A","qty":1}]');
 SELECT test.snapshot() AS before \gset
 
 CREATE FUNCTION test.rec(tx jsonb) RETURNS SETOF record LANGUAGE sql AS $$
-    SELECT line, outcome FROM ordertimeout.reconcile_payments(tx, now() - interval '1 day', now()) $$;
+    SELECT line, outcome FROM ordertimeout.reconcile_payments(tx, '2026-11-30Z', '2026-12-02Z') $$;
 CREATE FUNCTION test.row(extra jsonb) RETURNS jsonb LANGUAGE sql AS $$
     SELECT jsonb_build_array(
         '{"line": 2, "payment_id": "p-live", "order_id": "live", "amount": "1", "currency": "EUR", "status": "paid", "at": "2026-12-01T10:00:00Z"}'::jsonb,
