@@ -89,8 +89,14 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		since = watermark.Add(-w.overlap())
 	}
 	if !since.Before(end) {
-		w.outcome(job.Kind, "nothing")
-		return nil
+		// The watermark is ahead of the database's clock: a clock that
+		// stepped forward and back. It stays where it is (it only moves
+		// forward), and the transactions until the clock passes it are read
+		// as after it, each run its overlap: waiting for the clock to
+		// reach it would leave out every payment made meanwhile.
+		w.Logger.Warn("reconcile: the watermark is ahead of the database's clock (a clock step?); reading the overlap before now until the clock passes it",
+			"kind", job.Kind, "source", source, "watermark", *watermark, "now", end)
+		since = end.Add(-w.overlap())
 	}
 	if end.Sub(since) > MaxReconcilePeriod {
 		w.Logger.Warn("reconcile: the watermark is more than a year old; catching up one year per run",

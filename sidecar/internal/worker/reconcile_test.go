@@ -174,3 +174,27 @@ func TestReconcileOverlapOfMoreThanMaxRowsMovesOn(t *testing.T) {
 	require.True(t, watermark.After(after), "the watermark moves past the payment after it: %s, was %s", watermark, mark)
 	require.Equal(t, map[string]int{"unknown_order": 1}, outcomes, "the payment after the watermark is judged, the overlap's skipped this run")
 }
+
+// A watermark ahead of the database's clock (the clock stepped forward, a
+// run moved the watermark there, the clock was set right) no longer stops
+// reconciliation until the clock catches up: each run reads its overlap
+// before now, and a lost callback made meanwhile is found. A review found
+// the runs doing nothing, and the payments made before the clock reached
+// the watermark less the overlap never read.
+func TestReconcileWatermarkAheadOfTheClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', now() + interval '1 day', now())`)
+	var now time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT now()").Scan(&now))
+	g := &listing{all: []gateway.Payment{{PaymentID: "P-meanwhile", OrderID: "X-meanwhile",
+		Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: now.Add(-30 * time.Second).UTC()}}}
+	outcomes := map[string]int{}
+	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger(),
+		Reconciled: func(o string) { outcomes[o]++ }}}
+	require.NoError(t, w.Work(ctx, listJob()))
+	require.Equal(t, map[string]int{"unknown_order": 1}, outcomes, "the payment made meanwhile is read")
+}
