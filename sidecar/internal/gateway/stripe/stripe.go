@@ -556,7 +556,10 @@ const sessionLifetime = 24 * time.Hour
 //     unlike its PaymentIntent) at its time; an uncaptured one (an
 //     authorization, capture_method manual) is not, nor is it listed again
 //     when it is captured later: the payment and precancel checks find
-//     such a payment (Order), reconciliation does not;
+//     such a payment (Order), reconciliation does not; nor is a charge
+//     still pending when listed (SEPA Direct Debit, ACH settle days
+//     later), once it succeeds with its creation time behind the
+//     watermark;
 //   - each succeeded or pending refund created since then is a refund, of
 //     its amount, at its time.
 //
