@@ -452,5 +452,12 @@ func (c Config) Warnings() []string {
 		ws = append(ws, fmt.Sprintf("--webhook-timeout (%s) is not below --job-timeout (%s): a delivery that hangs ends at the job's timeout, a failed attempt",
 			wt, job))
 	}
+	// A paid order purged before reconciliation has read past its payment
+	// leaves the gateway's transaction of an order this database no longer
+	// has: reported for a person (unknown_order), for every paid order.
+	if reads := cmp.Or(c.ReconcileOverlap, worker.DefaultReconcileOverlap) + c.ReconcileEvery; c.PurgePaidAfter > 0 && c.ReconcileEvery > 0 && c.PurgePaidAfter < reads {
+		ws = append(ws, fmt.Sprintf("--purge-paid-after (%s) is below --reconcile-overlap plus --reconcile-every (%s): reconciliation will find the payments of purged paid orders and report each one for a person (unknown_order)",
+			c.PurgePaidAfter, reads))
+	}
 	return ws
 }

@@ -92,6 +92,10 @@ func TestConfigWarnsOfCallsLongerThanTheJob(t *testing.T) {
 		{sidecar.Config{GatewayTimeout: 4 * time.Second, JobTimeout: 10 * time.Second}, "--job-timeout (10s)"},
 		{sidecar.Config{WebhookURL: "https://hooks.example", WebhookTimeout: time.Minute}, "--webhook-timeout (1m0s) is not below --job-timeout (1m0s)"},
 		{sidecar.Config{WebhookTimeout: time.Minute}, ""}, // no webhooks
+		{sidecar.Config{PurgeAfter: time.Hour, PurgePaidAfter: time.Minute, ReconcileEvery: time.Minute},
+			"--purge-paid-after (1m0s) is below --reconcile-overlap plus --reconcile-every (3m0s)"},
+		{sidecar.Config{PurgeAfter: time.Hour, PurgePaidAfter: time.Minute}, ""}, // no reconciliation
+		{sidecar.Config{PurgeAfter: time.Hour, PurgePaidAfter: time.Hour, ReconcileEvery: time.Minute}, ""},
 	} {
 		ws := strings.Join(c.cfg.Warnings(), "\n")
 		if c.warn == "" {
