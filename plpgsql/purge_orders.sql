@@ -55,8 +55,8 @@ BEGIN
     IF purge_orders.paid_older_than IS NOT NULL THEN
         PERFORM ordertimeout._check_retention('paid_older_than', purge_orders.paid_older_than, 'OT153');
         v_paid_cut := v_now - purge_orders.paid_older_than;
-        SELECT s.grace INTO v_grace FROM ordertimeout.settings AS s;
     END IF;
+    SELECT s.grace INTO v_grace FROM ordertimeout.settings AS s;
     v_closed_cut := v_now - purge_orders.closed_older_than;
 
     -- 1. Lock the oldest finished orders without an open conflict: CLOSED
@@ -67,6 +67,11 @@ BEGIN
             FROM ordertimeout.orders AS o
            WHERE o.status = 'CLOSED'
              AND o.closed_at < v_closed_cut
+             -- An order cancelled by cancel_order while a payment method's
+             -- window was open at the gateway may still get that money: it
+             -- must find its order (a late payment), until the window ends
+             -- (a timeout never cancels before it).
+             AND coalesce(o.gateway_expire_at, '-infinity') + v_grace < v_now
              AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS k
                               WHERE k.order_id = o.order_id AND k.resolution IS NULL)
            ORDER BY o.closed_at

@@ -318,9 +318,9 @@ BEGIN
             detail := format('paid and refunded at the gateway; here the payment is %s: not confirmed',
                              coalesce(v_pay.status, 'unknown'));
         ELSIF v_pay.payment_id IS NULL
-              AND (v_row.value ->> 'at')::timestamptz < v_order.created_at - interval '1 minute' THEN
+              AND (v_row.value ->> 'at')::timestamptz < v_order.created_at - interval '5 minutes' THEN
             -- Money this database has not seen, taken before the order was
-            -- created (by more than any skew between the two clocks): a
+            -- created (by more than the two clocks may differ: 5 minutes): a
             -- payment of an earlier order under the same id (purged, its id
             -- taken again), whose callback never came. Not this order's
             -- money: a person refunds the earlier buyer.
@@ -353,11 +353,14 @@ BEGIN
         WHERE p.status = 'confirmed'
           AND p.confirmed_at >= reconcile_payments.period_start
           AND p.confirmed_at < reconcile_payments.period_end
-          -- A lost callback reconciliation confirmed: the gateway listed it
-          -- already, in the period of its own time.
+          -- A lost callback reconciliation found (confirmed, or a late
+          -- payment reinstated since): the gateway listed it already, in
+          -- the period of its own time.
           AND NOT EXISTS (SELECT 1 FROM ordertimeout.events AS e
                            WHERE e.order_id = p.order_id AND e.to_status = 'PAID' AND e.cause = 'reconcile'
                              AND e.detail ->> 'payment_id' = p.payment_id)
+          AND NOT EXISTS (SELECT 1 FROM ordertimeout.conflicts AS c
+                           WHERE c.payment_id = p.payment_id AND c.cause = 'reconcile')
           AND p.payment_id NOT IN (SELECT r ->> 'payment_id' FROM unnest(v_rows) AS r WHERE r ->> 'status' = 'paid')
         ORDER BY p.confirmed_at, p.payment_id;
     END IF;

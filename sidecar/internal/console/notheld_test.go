@@ -44,7 +44,7 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.NoError(t, fake.RefundOutside(lateOrder, "5.00"))
 	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "reinstate refused: the gateway no longer holds the late payment&#39;s money")
+	require.Contains(t, a.Body, "reinstate refused: the gateway does not confirm that it holds the late payment&#39;s money")
 	require.Contains(t, a.Body, "the gateway holds 20.00 of payment")
 	c := readConflict(t, s.DB, s.LateID)
 	require.Equal(t, "open", c.State)

@@ -52,6 +52,8 @@
 //	     A person refunds the order's paid payment at the gateway (its
 //	     dashboard), without the shop: all of it, or amount of it. 409 when
 //	     the order has no paid payment or amount is more than it holds.
+//	     POST /v1/refunds answers 409 the same way for a new refund of the
+//	     order's payment (a repeat of a key answers its refund as always).
 //	GET  /_fake/orders/{order_id}   what the fake knows about the order
 //	POST /_fake/gateway {"behaviour": "normal"|"down"|"slow", "delay_ms": 0}
 //	     the whole gateway's answers

@@ -29,8 +29,10 @@ func (l *ledger) add(p gateway.Payment) {
 	if l.seen == nil {
 		l.seen = map[[2]string]bool{}
 	}
+	// A payment is listed once however often it is recorded paid; every
+	// refund is listed (a payment refunded in two parts, twice).
 	k := [2]string{p.PaymentID, p.Status}
-	if l.seen[k] {
+	if l.seen[k] && p.Status != gateway.PaymentRefunded {
 		return
 	}
 	l.seen[k] = true

@@ -468,6 +468,15 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	out, ok := s.refunds[req.IdempotencyKey]
 	if !ok {
+		// What a gateway refuses: more than it holds of the payment (one
+		// refunded already, by a person in its dashboard, say).
+		if o, known := s.orders[req.OrderID]; known && o.paymentID == req.PaymentID {
+			if why := o.overRefund(req.Amount); why != "" {
+				s.mu.Unlock()
+				http.Error(w, `{"error":"`+why+`"}`, http.StatusConflict)
+				return
+			}
+		}
 		s.stats.Refunds++
 		out = gateway.Refund{RefundID: fmt.Sprintf("R%d", s.stats.Refunds), Status: "refunded"}
 		s.refunds[req.IdempotencyKey] = out
@@ -507,13 +516,14 @@ func (s *Server) RefundOutside(orderID string, amount gateway.Amount) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.orders[orderID]
-	if !ok || o.status != gateway.StatusPaid || o.paymentID == "" {
+	if !ok || o.paymentID == "" {
 		return fmt.Errorf("order %q has no paid payment to refund", orderID)
 	}
-	if amount != "" && o.amount != "" {
-		if rest, ok := subtract(o.amount, amount); !ok || rest.Sign() < 0 {
-			return fmt.Errorf("refund of %s is more than the %s held for order %q", amount, o.amount, orderID)
-		}
+	if why := o.overRefund(amount); why != "" {
+		return fmt.Errorf("order %q: %s", orderID, why)
+	}
+	if amount != "" && o.amount == "" {
+		return fmt.Errorf("order %q: payment %s has no amount to refund a part of", orderID, o.paymentID)
 	}
 	s.ledger.refunded(gateway.RefundRequest{OrderID: orderID, PaymentID: o.paymentID, Amount: amount}, o)
 	o.refunds++
@@ -532,6 +542,22 @@ func (s *Server) refundOutside(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	s.showOrder(w, r, id)
+}
+
+// overRefund says why a refund of amount (all that is held when empty) of
+// the order's payment is more than the gateway holds of it, or "". s.mu is
+// held.
+func (o *order) overRefund(amount gateway.Amount) string {
+	if o.status != gateway.StatusPaid {
+		return "payment " + o.paymentID + " holds nothing to refund (" + o.status + ")"
+	}
+	if amount == "" || o.amount == "" {
+		return "" // all of it, or a payment set without an amount: taken whole
+	}
+	if rest, ok := subtract(o.amount, amount); !ok || rest.Sign() < 0 {
+		return "refund of " + string(amount) + " is more than the " + string(o.amount) + " payment " + o.paymentID + " holds"
+	}
+	return ""
 }
 
 // giveBack records that payment paymentID of the order gave back amount (all

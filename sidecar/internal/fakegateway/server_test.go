@@ -168,3 +168,45 @@ func TestChineseGatewaySemantics(t *testing.T) {
 	require.Equal(t, 2, fake.Order("N1").Closes)
 	require.True(t, fake.Order("N1").Closed)
 }
+
+// A refund changes what the fake holds, as the contract says: in part, paid
+// with the rest; in full, failed. Every refund is listed, and a new refund
+// of more than it holds is refused (409), as a gateway refuses it; a repeat
+// of a key answers its refund.
+func TestRefundsChangeWhatIsHeld(t *testing.T) {
+	t.Parallel()
+	fake := fakegateway.New(nil, sidecartest.Logger())
+	defer fake.Close()
+	require.NoError(t, fake.Set(context.Background(), "R1", fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "PR1", Amount: "20.00", Currency: "EUR"}))
+	require.NoError(t, fake.RefundOutside("R1", "5.00"))
+	require.NoError(t, fake.RefundOutside("R1", "5.00"))
+	st := fake.Order("R1")
+	require.Equal(t, "paid", st.Status)
+	require.EqualValues(t, "10.00", st.Amount)
+	require.Error(t, fake.RefundOutside("R1", "10.01"), "more than it holds")
+
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	refund := func(key, amount string) int {
+		resp, err := http.Post(srv.URL+"/v1/refunds", "application/json", strings.NewReader(
+			`{"order_id": "R1", "payment_id": "PR1", "amount": "`+amount+`", "idempotency_key": "`+key+`"}`))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusConflict, refund("k1", "10.50"), "more than the 10.00 it holds")
+	require.Equal(t, http.StatusOK, refund("k1", "10.00"))
+	require.Equal(t, "failed", fake.Order("R1").Status, "refunded in full")
+	require.Equal(t, http.StatusOK, refund("k1", "10.00"), "a repeat of the key answers its refund")
+	require.Equal(t, http.StatusConflict, refund("k2", "1.00"), "nothing left")
+	require.Error(t, fake.RefundOutside("R1", ""), "nothing left")
+
+	refunds := 0
+	for _, p := range fake.Payments() {
+		if p.Status == "refunded" {
+			refunds++
+		}
+	}
+	require.Equal(t, 3, refunds, "each refund listed")
+}

@@ -113,6 +113,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	// reconcile_payments takes one refund per payment; a second, different
 	// payment record is a bad answer.
 	seen := map[[2]string]gateway.Payment{}
+	early := map[string]bool{}
 	var again []gateway.Payment
 	cursor := since
 read:
@@ -123,6 +124,19 @@ read:
 		}
 		added, ended := 0, false
 		for _, p := range page {
+			if p.At.Before(since) {
+				// A gateway that lists from the whole second of since
+				// (Stripe's created[gte]) gives transactions of before
+				// the period, which earlier runs read: reconcile_payments
+				// would refuse the whole call for them (OT171), every
+				// run. Each is counted once as read, so that paging goes on.
+				k := fmt.Sprintf("%s\x00%s\x00%d", p.PaymentID, p.Status, p.At.UnixNano())
+				if !early[k] {
+					early[k] = true
+					added++
+				}
+				continue
+			}
 			if !p.At.Before(end) {
 				// After the period (the run's start, or the end of a year
 				// of catching up): the next run reads it, from a little
@@ -164,7 +178,7 @@ read:
 				w.Logger.Warn("reconcile: more transactions in the overlap than one run applies; reading from the watermark this run (lower --reconcile-overlap)",
 					"kind", job.Kind, "source", source, "max_rows", reconcile.MaxRows, "overlap_from", since, "watermark", *watermark)
 				since, cursor = *watermark, *watermark
-				ts, again, seen = nil, nil, map[[2]string]gateway.Payment{}
+				ts, again, seen, early = nil, nil, map[[2]string]gateway.Payment{}, map[string]bool{}
 				continue read
 			}
 			if last.After(since) && last.Before(end) {

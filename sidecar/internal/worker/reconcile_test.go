@@ -198,3 +198,40 @@ func TestReconcileWatermarkAheadOfTheClock(t *testing.T) {
 	require.NoError(t, w.Work(ctx, listJob()))
 	require.Equal(t, map[string]int{"unknown_order": 1}, outcomes, "the payment made meanwhile is read")
 }
+
+// secondsListing lists from the whole second of since, as Stripe's
+// created[gte] does.
+type secondsListing struct{ listing }
+
+func (g *secondsListing) Payments(ctx context.Context, since time.Time, limit int) ([]gateway.Payment, error) {
+	return g.listing.Payments(ctx, since.Truncate(time.Second), limit)
+}
+
+// A gateway that lists from the whole second of since gives transactions of
+// before the period; the run leaves them out (earlier runs read them)
+// instead of sending them, which reconcile_payments refuses whole (OT171):
+// a review found every run of a Stripe source failing so, the watermark
+// stuck, after migration 000057.
+func TestReconcileLeavesOutWhatIsListedBeforeItsPeriod(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, `INSERT INTO ordertimeout.reconcile_watermarks (source, watermark, updated_at)
+		VALUES ('gateway:list', date_trunc('second', now() - interval '1 hour') + interval '0.5 seconds', now())`)
+	var mark time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&mark))
+	since := mark.Add(-worker.DefaultReconcileOverlap)
+	g := &secondsListing{listing{all: []gateway.Payment{
+		{PaymentID: "P-before", OrderID: "X-before", Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: since.Truncate(time.Second).UTC()},
+		{PaymentID: "P-in", OrderID: "X-in", Amount: "1.00", Currency: "EUR", Status: gateway.PaymentPaid, At: mark.Add(time.Minute).Truncate(time.Second).UTC()},
+	}}}
+	outcomes := map[string]int{}
+	w := &worker.ReconcileWorker{Deps: &worker.Deps{Pool: db, Gateway: g, Logger: sidecartest.Logger(),
+		Reconciled: func(o string) { outcomes[o]++ }}}
+	require.NoError(t, w.Work(ctx, listJob()))
+	require.Equal(t, map[string]int{"unknown_order": 1}, outcomes, "only the transaction in the period is judged")
+	var watermark time.Time
+	require.NoError(t, db.QueryRow(ctx, "SELECT ordertimeout.reconcile_watermark('gateway:list')").Scan(&watermark))
+	require.True(t, watermark.After(mark), "the watermark moves on")
+}

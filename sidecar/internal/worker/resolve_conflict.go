@@ -109,30 +109,35 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			// The gateway is asked first whether it still holds the late
 			// payment: a person may have refunded it there since (CheckHeld).
 			var g gateway.Order
-			otherCurrency := false
+			toRefund := false
 			if c.Kind == "late_payment" {
 				g, err = checkHeld(ctx, w.Gateway, w.Pool, c)
 				switch {
 				case errors.Is(err, ErrOtherCurrency):
 					log.Info("cannot reinstate, refunding instead", "reason", err)
-					otherCurrency = true
+					toRefund = true
 				case errors.Is(err, ErrNotHeld):
-					log.Error("late payment not reinstated: the gateway no longer holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
+					log.Error("late payment not reinstated: the gateway does not confirm it holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
 						"reason", err)
 					w.outcome(job.Kind, notHeld)
 					return nil
-				case errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest):
-					// An answer that says nothing (a record expired at
-					// the gateway: 404) is no evidence either way, like
-					// "none": the resolution goes on as without it.
-					log.Error("the gateway's lookup is unusable: resolving the late payment without it", "error", err)
+				case (errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest)) && c.Amount == nil:
+					// Recorded without its amount, the payment cannot be
+					// reinstated unless the gateway gives the amount: an
+					// answer that says nothing (a record expired at the
+					// gateway: 404) refunds it whole, as it always did.
+					log.Error("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
 					w.outcome(job.Kind, lookupBadAnswer)
-					g = gateway.Order{}
+					toRefund = true
 				case err != nil:
+					// Unavailable, pending, or an answer that cannot be
+					// used (an expired key, a malformed answer): nothing is
+					// reinstated without the gateway's word; asked again
+					// later (a bad answer is counted and logged as such).
 					return retry(ctx, w.Deps, job, true, err)
 				}
 			}
-			if otherCurrency {
+			if toRefund {
 				break // to the refund
 			}
 			outcome, err := w.resolve(ctx, id, "reinstate")

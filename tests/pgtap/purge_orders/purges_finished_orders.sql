@@ -24,7 +24,8 @@ SELECT ordertimeout.cancel_order(id) FROM unnest(ARRAY['closed1', 'closed2', 'cl
 SELECT ordertimeout.close_cancelled(interval '0');
 -- Ages: closed3 was closed first, then closed1, then closed2.
 UPDATE ordertimeout.orders SET closed_at = closed_at - interval '300 days' WHERE order_id = 'closed3';
-UPDATE ordertimeout.orders SET closed_at = closed_at - interval '200 days' WHERE order_id = 'closed1';
+UPDATE ordertimeout.orders SET closed_at = closed_at - interval '200 days',
+                               gateway_expire_at = gateway_expire_at - interval '200 days' WHERE order_id = 'closed1';
 UPDATE ordertimeout.orders SET closed_at = closed_at - interval '100 days' WHERE order_id = 'closed2';
 UPDATE ordertimeout.orders SET status = 'CANCELLED', closed_at = NULL, cancelled_at = cancelled_at - interval '300 days'
 WHERE order_id = 'cancelled';

@@ -11,7 +11,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(11);
+SELECT plan(14);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT now() - interval '3 hours' AS t3, now() - interval '2 hours' AS t2, now() - interval '1 hour' AS t1 \gset
@@ -59,6 +59,27 @@ SELECT is((SELECT count(*) FROM ordertimeout.reconcile_payments('[]', now() - in
             WHERE payment_id = 'p-live'), 0::bigint, 'a lost callback reconciliation confirmed is not missing at the gateway');
 SELECT is((SELECT count(*) FROM ordertimeout.reconcile_payments('[]', now() - interval '1 minute', now() + interval '1 minute', true)
             WHERE payment_id = 'p-own'), 0::bigint, 'nor is one whose PAID event came from reconciliation after a begin');
+
+-- A late payment reconciliation found and the policy reinstated since is
+-- not missing at the gateway either (its PAID event's cause is conflict).
+SELECT ordertimeout.create_order('rc-late', '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}');
+UPDATE ordertimeout.orders SET created_at = now() - interval '4 hours' WHERE order_id = 'rc-late';
+SELECT ordertimeout.cancel_order('rc-late');
+SELECT is((SELECT outcome FROM ordertimeout.reconcile_payments(
+    jsonb_build_array(jsonb_build_object('payment_id', 'p-rc-late', 'order_id', 'rc-late', 'amount', '10',
+        'currency', 'EUR', 'status', 'paid', 'at', :'t2')), :'t3', now())),
+    'late_payment', 'a lost callback on a cancelled order: a late payment');
+SELECT ordertimeout.resolve_conflict(conflict_id, 'reinstate') FROM ordertimeout.conflicts WHERE payment_id = 'p-rc-late';
+SELECT is((SELECT count(*) FROM ordertimeout.reconcile_payments('[]', now() - interval '1 minute', now() + interval '1 minute', true)
+            WHERE payment_id = 'p-rc-late'), 0::bigint, 'reinstated since: not missing at the gateway');
+
+-- Clocks that differ by a few minutes: a payment dated up to 5 minutes
+-- before its order's creation is still its own.
+SELECT ordertimeout.create_order('skewed', '[{"sku":"A","qty":1}]', NULL, '{"amount":10,"currency":"EUR"}');
+SELECT is((SELECT outcome FROM ordertimeout.reconcile_payments(
+    jsonb_build_array(jsonb_build_object('payment_id', 'p-skewed', 'order_id', 'skewed', 'amount', '10',
+        'currency', 'EUR', 'status', 'paid', 'at', now() - interval '4 minutes')), :'t3', now())),
+    'confirmed', 'a gateway clock 4 minutes slow: a lost callback, confirmed');
 
 -- A purged order's transaction names the purge.
 INSERT INTO ordertimeout.purged_payments (payment_id, order_id, purged_at) VALUES ('p-gone', 'gone', now());
