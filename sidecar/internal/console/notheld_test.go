@@ -44,7 +44,7 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.NoError(t, fake.RefundOutside(lateOrder, "5.00"))
 	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "reinstate refused: the gateway does not confirm that it holds the late payment&#39;s money")
+	require.Contains(t, a.Body, "reinstate refused: the gateway no longer holds the late payment&#39;s money")
 	require.Contains(t, a.Body, "the gateway holds 20.00 of payment")
 	c := readConflict(t, s.DB, s.LateID)
 	require.Equal(t, "open", c.State)
@@ -55,7 +55,16 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.NoError(t, fake.RefundOutside(lateOrder, ""))
 	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "payment failed (refunded in full there?)")
+	require.Contains(t, a.Body, "failed (refunded in full there?)")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+
+	// Pending there: the gateway does not tell; refused, with what to do.
+	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
+		Behaviour: fakegateway.PayOnClose, PaymentID: "pay-late", Amount: "25.00", Currency: "EUR"}))
+	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "reinstate refused: the gateway does not tell whether it still holds the late payment")
+	require.Contains(t, a.Body, "refund it if the gateway still holds it")
 	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
 
 	// What the person does then: manual, with a note.

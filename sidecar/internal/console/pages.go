@@ -412,9 +412,10 @@ const gatewayTimeout = 20 * time.Second
 // gatewayHolds asks the gateway, before conflict id is reinstated, whether it
 // still holds the late payment's money (worker.CheckHeld), and reports
 // whether the reinstatement may go on. When it may not, it has answered: 409
-// when the gateway does not confirm it holds the money (a person refunded it
-// there) or holds it in another currency, 502 when its answer cannot be
-// used, 503 when it could not be asked (or says pending).
+// when the gateway no longer holds the money (a person refunded it there),
+// holds it in another currency, or does not tell (pending, another payment
+// of the order named), 502 when its answer cannot be used, 503 when it could
+// not be asked.
 func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
 	if h.cfg.Gateway == nil {
 		return true
@@ -426,7 +427,7 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 	case err == nil:
 		return true
 	case errors.Is(err, worker.ErrNotHeld):
-		h.logger.Warn("console: reinstatement refused: the gateway does not confirm it holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.logger.Warn("console: reinstatement refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
 			". Nothing was resolved. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
 		return false
@@ -435,10 +436,15 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
 			". Nothing was resolved. It is not the order's money: refund it."})
 		return false
-	case errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest):
+	case errors.Is(err, worker.ErrCannotTell) && errors.Is(err, gateway.ErrBadAnswer):
 		h.logger.Error("console: the gateway's answer about the late payment is unusable: not reinstated", "user", u.Name, "conflict_id", id, "error", err)
 		h.renderConflicts(w, r, http.StatusBadGateway, page{Title: "Conflicts",
-			Error: "The payment gateway's answer about the payment could not be used (the sidecar's log has it): nothing was resolved. Check the payment at the gateway, then refund it or resolve it as manual with a note."})
+			Error: "The payment gateway's answer about the payment could not be used (the sidecar's log has it): nothing was resolved. Check the payment at the gateway: refund it if the gateway still holds it, or resolve it as manual with a note if it does not."})
+		return false
+	case errors.Is(err, worker.ErrCannotTell):
+		h.logger.Info("console: reinstatement refused: the gateway does not tell whether it holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. Try again later, or check the payment at the gateway: refund it if the gateway still holds it, or resolve it as manual with a note if it does not."})
 		return false
 	case errors.Is(err, gateway.ErrUnavailable) || errors.Is(err, gateway.ErrThrottled) || ctx.Err() != nil:
 		h.logger.Warn("console: the gateway could not be asked before a reinstatement", "user", u.Name, "conflict_id", id, "error", err)

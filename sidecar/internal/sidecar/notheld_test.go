@@ -66,3 +66,34 @@ func TestLatePaymentStillHeldIsReinstated(t *testing.T) {
 	sidecartest.WaitStatus(t, e.db, "NH2", "PAID", 20*time.Second)
 	require.GreaterOrEqual(t, e.fake.Stats().Queries, 1, "the gateway was asked")
 }
+
+// Two late payments of one cancelled order, with the JSON contract (which
+// answers for the order, naming its last payment): one is reinstated, the
+// other refunded, as before the gateway check. A review found the first
+// left open for a person after the check came in: the gateway's answer
+// named the other payment. It is asked again now, and once the other has
+// been reinstated (the order PAID) it cannot be reinstated (OT132) and is
+// refunded without asking.
+func TestTwoLatePaymentsOneReinstatedOneRefunded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.CreateOrder(t, e.db, "TL1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('TL1')")
+	require.NoError(t, e.fake.Set(bg, "TL1", fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "PTL1", Amount: "10", Currency: "EUR"}))
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('TL1', 'PTL1', 10, 'EUR')")
+	require.NoError(t, e.fake.Set(bg, "TL1", fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "PTL2", Amount: "10", Currency: "EUR"}))
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('TL1', 'PTL2', 10, 'EUR')")
+
+	sidecartest.Start(t, e.config("s1"))
+	sidecartest.Eventually(t, 30*time.Second, "one reinstated, one refunded", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+			WHERE order_id = 'TL1' AND resolution IS NOT NULL`) == 2, nil
+	})
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE order_id = 'TL1' AND payment_id = 'PTL2' AND resolution = 'reinstated'`), "the payment the gateway names")
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE order_id = 'TL1' AND payment_id = 'PTL1' AND resolution = 'refunded'`))
+	require.Equal(t, "PAID", sidecartest.Status(t, e.db, "TL1"))
+}

@@ -11,14 +11,23 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 )
 
-// ErrNotHeld marks a late payment the gateway does not confirm it holds: it
-// answered that the order's payment failed (a payment refunded in full there,
-// as the contract words it), named this very payment with another amount
-// (refunded in part), or answered for the order with another payment. Such a payment is never reinstated: the
-// order would be PAID for money the shop does not have. Nor is it refunded
-// by the sidecar (a second refund of money given back already); a person
-// decides, and the conflict stays open for them.
-var ErrNotHeld = errors.New("the gateway does not confirm that it holds the late payment's money")
+// ErrNotHeld marks a late payment the gateway says it no longer holds: it
+// answered that the payment failed (refunded in full there, as the contract
+// words it), or named this very payment with another amount (refunded in
+// part). Such a payment is never reinstated: the order would be PAID for
+// money the shop does not have. Nor is it refunded by the sidecar (a second
+// refund of money given back already); a person decides, and the conflict
+// stays open for them.
+var ErrNotHeld = errors.New("the gateway no longer holds the late payment's money")
+
+// ErrCannotTell marks an answer that neither confirms nor denies that the
+// gateway holds the late payment: pending, another payment of the order
+// named (the JSON contract answers for the order, and two late payments
+// make two conflicts), or an answer that cannot be used (a refused request:
+// an expired key; a malformed answer; a 404 for a record expired there).
+// Nothing is reinstated on it: the resolve worker asks again, HeldAsks
+// times at most, then leaves the conflict open for a person.
+var ErrCannotTell = errors.New("the gateway does not tell whether it still holds the late payment")
 
 // ErrOtherCurrency marks a late payment the gateway holds in another currency
 // than the one recorded here (the order's, when the confirmation named none):
@@ -26,15 +35,20 @@ var ErrNotHeld = errors.New("the gateway does not confirm that it holds the late
 // resolve_conflict refuses to reinstate (OT132) is.
 var ErrOtherCurrency = errors.New("the gateway holds the late payment in another currency")
 
+// HeldAsks is how many times the resolve worker asks a gateway that cannot
+// tell (ErrCannotTell) before it leaves the conflict for a person: with the
+// snoozes doubling from a second, about eight minutes.
+const HeldAsks = 10
+
 // CheckHeld asks gw, before conflict id is reinstated, whether it still
 // holds the late payment's money: nil when it does, or when it answers
-// "none" (unknown, never "not paid"); an error wrapping ErrNotHeld when it
-// does not, or when it answers for the order with another payment (it does
-// not say whether it holds this one), or ErrOtherCurrency; a gateway error
-// otherwise (unavailable, throttled, "pending", which is asked again later;
-// an unusable answer or a request it refused) or a database error, after
-// which nothing may be reinstated yet. A conflict that is not an open late payment is not asked
-// about (resolve_conflict refuses to reinstate it anyway).
+// "none" (unknown, never "not paid"); an error wrapping ErrNotHeld,
+// ErrCannotTell or ErrOtherCurrency otherwise, or a gateway error (the
+// gateway unavailable or throttled) or a database error, after which nothing
+// may be reinstated yet. The gateway is not asked about a conflict that
+// cannot be reinstated anyway (resolve_conflict refuses it, OT132): not an
+// open late payment, or its order no longer cancelled (another payment of
+// it was reinstated, say).
 //
 // It narrows, without closing, the window in which a person's refund at the
 // gateway (a buyer who asked support for their money back after the cancel)
@@ -49,7 +63,7 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 	if err != nil {
 		return fmt.Errorf("read conflict %d: %w", id, err)
 	}
-	if !found || c.Kind != "late_payment" || c.State != "open" {
+	if !found || c.State != "open" {
 		return nil
 	}
 	_, err = checkHeld(ctx, gw, db, c)
@@ -58,29 +72,46 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 
 // checkHeld is CheckHeld for a conflict read already; it also returns the
 // gateway's answer, which a late payment recorded without its amount learns
-// the amount from.
+// the amount from (the zero Order when the gateway was not asked).
 func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conflict) (gateway.Order, error) {
+	if c.Kind != "late_payment" {
+		return gateway.Order{}, nil
+	}
+	var cancelled bool
+	if err := db.QueryRow(ctx, `SELECT status IN ('CANCELLED', 'CLOSED') FROM ordertimeout.order_info($1)`,
+		c.OrderID).Scan(&cancelled); err != nil {
+		return gateway.Order{}, fmt.Errorf("read order %q: %w", c.OrderID, err)
+	}
+	if !cancelled {
+		return gateway.Order{}, nil
+	}
 	// This payment alone: a driver that reads payments by their ids
 	// (Stripe) answers for it, not for another payment of the order (a
 	// second late payment, which a review had answer paid for a first one
 	// refunded in full). The JSON contract answers for the order.
 	ref := gateway.Ref{OrderID: c.OrderID, PaymentIDs: []string{c.PaymentID}}
 	g, err := gw.Order(ctx, ref)
+	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
+		// Counted as a bad answer by the worker (a refused request, too:
+		// it was sent, and refused).
+		if !errors.Is(err, gateway.ErrBadAnswer) {
+			err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)
+		}
+		return gateway.Order{}, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
+	}
 	if err != nil {
 		return gateway.Order{}, fmt.Errorf("ask the gateway whether it holds payment %q before reinstating: %w", c.PaymentID, err)
 	}
 	switch {
 	case g.Status == gateway.StatusFailed:
-		return g, fmt.Errorf("%w: the gateway answers that order %q's payment failed (refunded in full there?), yet payment %q was confirmed late",
-			ErrNotHeld, c.OrderID, c.PaymentID)
+		return g, fmt.Errorf("%w: the gateway answers that payment %q of order %q failed (refunded in full there?), yet it was confirmed late",
+			ErrNotHeld, c.PaymentID, c.OrderID)
 	case g.Status == gateway.StatusPending:
-		// Not settled there yet, or a refund under way: ask again later.
-		return g, fmt.Errorf("the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: asking again later: %w",
-			c.OrderID, c.PaymentID, gateway.ErrUnavailable)
+		return g, fmt.Errorf("%w: the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: %w",
+			ErrCannotTell, c.OrderID, c.PaymentID, gateway.ErrUnavailable)
 	case g.Status == gateway.StatusPaid && g.PaymentID != c.PaymentID:
-		// Which of the two holds money, the gateway does not say.
-		return g, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: it does not say whether it holds this one",
-			ErrNotHeld, c.OrderID, g.PaymentID, c.PaymentID)
+		return g, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: %w",
+			ErrCannotTell, c.OrderID, g.PaymentID, c.PaymentID, gateway.ErrUnavailable)
 	case g.Status != gateway.StatusPaid:
 		// none: unknown, never "not paid" (a gateway that no longer keeps
 		// the record, or a payment it was never asked to hold).

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
@@ -71,10 +73,11 @@ func TestCheckHeld(t *testing.T) {
 			"pi_d1": {OrderID: "H1", Status: gateway.StatusFailed}, "": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrNotHeld},
 		{name: "refunded in part", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "EUR")}, want: worker.ErrNotHeld},
 		{name: "another currency", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.50", "USD")}, want: worker.ErrOtherCurrency},
-		{name: "the order's answer names another payment", answers: map[string]gateway.Order{"": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrNotHeld},
-		{name: "pending", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusPending}}, want: gateway.ErrUnavailable},
+		{name: "the order's answer names another payment", answers: map[string]gateway.Order{"": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrCannotTell},
+		{name: "pending", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusPending}}, want: worker.ErrCannotTell},
 		{name: "none: unknown", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusNone}}},
-		{name: "an unusable answer", err: fmt.Errorf("401 api_key_expired: %w", gateway.ErrBadRequest), want: gateway.ErrBadRequest},
+		{name: "a refused request, counted as a bad answer", err: fmt.Errorf("401 api_key_expired: %w", gateway.ErrBadRequest), want: gateway.ErrBadAnswer},
+		{name: "an unusable answer", err: fmt.Errorf("404: %w", gateway.ErrBadAnswer), want: worker.ErrCannotTell},
 		{name: "unavailable", err: gateway.ErrUnavailable, want: gateway.ErrUnavailable},
 	} {
 		g := &byPayment{answers: tc.answers, err: tc.err}
@@ -86,4 +89,46 @@ func TestCheckHeld(t *testing.T) {
 		}
 		require.Equal(t, [][]string{{"pi_d1"}}, g.asked, "%s: asked about the conflict's payment alone", tc.name)
 	}
+
+	// The other payment reinstated, the order is PAID: this one cannot be
+	// reinstated (OT132), and the gateway is not asked.
+	sidecartest.Exec(t, db, "SELECT ordertimeout.resolve_conflict(conflict_id, 'reinstate') FROM ordertimeout.conflicts WHERE payment_id = 'pi_d2'")
+	g := &byPayment{err: gateway.ErrUnavailable}
+	require.NoError(t, worker.CheckHeld(ctx, g, db, id))
+	require.Empty(t, g.asked, "not asked about a conflict whose order is PAID")
+}
+
+// A gateway that does not tell whether it holds the late payment (here an
+// answer that cannot be used: a 404 for a record expired there, an expired
+// key) is asked again, HeldAsks times, then the conflict is left open for a
+// person (outcome unconfirmed): nothing is reinstated without the gateway's
+// word, and the wait ends. A review found it asked for ever.
+func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "U1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('U1')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('U1', 'PU1', 10, 'EUR')")
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'PU1'")
+	outcomes := map[string]int{}
+	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(),
+		Gateway: &byPayment{err: fmt.Errorf("HTTP 404: %w", gateway.ErrBadAnswer)},
+		Outcome: func(_, o string) { outcomes[o]++ }}}
+	job := func(snoozed int) *river.Job[worker.ResolveConflictArgs] {
+		return &river.Job[worker.ResolveConflictArgs]{
+			JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(fmt.Sprintf(`{"snoozes": %d}`, snoozed))},
+			Args: worker.ResolveConflictArgs{ConflictID: id}}
+	}
+	var snooze *river.JobSnoozeError
+	require.ErrorAs(t, w.Work(ctx, job(0)), &snooze, "asked again")
+	require.ErrorAs(t, w.Work(ctx, job(worker.HeldAsks-2)), &snooze, "asked again")
+	require.Equal(t, 2, outcomes["bad_answer"], "counted as bad answers")
+	require.NoError(t, w.Work(ctx, job(worker.HeldAsks-1)), "the last ask")
+	require.Equal(t, 1, outcomes["unconfirmed"])
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"), "not reinstated")
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND state = 'open'"),
+		"left open for a person")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -110,32 +111,37 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			// payment: a person may have refunded it there since (CheckHeld).
 			var g gateway.Order
 			toRefund := false
-			if c.Kind == "late_payment" {
-				g, err = checkHeld(ctx, w.Gateway, w.Pool, c)
-				switch {
-				case errors.Is(err, ErrOtherCurrency):
-					log.Info("cannot reinstate, refunding instead", "reason", err)
-					toRefund = true
-				case errors.Is(err, ErrNotHeld):
-					log.Error("late payment not reinstated: the gateway does not confirm it holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
-						"reason", err)
-					w.outcome(job.Kind, notHeld)
-					return nil
-				case (errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest)) && c.Amount == nil:
-					// Recorded without its amount, the payment cannot be
-					// reinstated unless the gateway gives the amount: an
-					// answer that says nothing (a record expired at the
-					// gateway: 404) refunds it whole, as it always did.
-					log.Error("the gateway's lookup cannot give the late payment's amount: refunding it whole", "error", err)
+			g, err = checkHeld(ctx, w.Gateway, w.Pool, c)
+			switch {
+			case errors.Is(err, ErrOtherCurrency):
+				log.Info("cannot reinstate, refunding instead", "reason", err)
+				toRefund = true
+			case errors.Is(err, ErrNotHeld):
+				log.Error("late payment not reinstated: the gateway no longer holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
+					"reason", err)
+				w.outcome(job.Kind, notHeld)
+				return nil
+			case errors.Is(err, ErrCannotTell) && c.Amount == nil:
+				// Recorded without its amount, the payment cannot be
+				// reinstated unless the gateway gives the amount: an
+				// answer that does not (a record expired at the gateway:
+				// 404) refunds it whole, as it always did.
+				log.Error("the gateway's answer cannot give the late payment's amount: refunding it whole", "reason", err)
+				if errors.Is(err, gateway.ErrBadAnswer) {
 					w.outcome(job.Kind, lookupBadAnswer)
-					toRefund = true
-				case err != nil:
-					// Unavailable, pending, or an answer that cannot be
-					// used (an expired key, a malformed answer): nothing is
-					// reinstated without the gateway's word; asked again
-					// later (a bad answer is counted and logged as such).
-					return retry(ctx, w.Deps, job, true, err)
 				}
+				toRefund = true
+			case errors.Is(err, ErrCannotTell) && snoozes(job.JobRow)+1 >= HeldAsks:
+				log.Error("late payment not reinstated: the gateway did not tell whether it still holds its money, asked "+
+					strconv.Itoa(HeldAsks)+" times; the conflict is left open for a person", "reason", err)
+				w.outcome(job.Kind, unconfirmed)
+				return nil
+			case err != nil:
+				// Unavailable or throttled, pending, another payment named,
+				// or an answer that cannot be used (counted as a bad
+				// answer): nothing is reinstated without the gateway's
+				// word; asked again later.
+				return retry(ctx, w.Deps, job, true, err)
 			}
 			if toRefund {
 				break // to the refund
@@ -265,6 +271,11 @@ const lookupBadAnswer = "lookup_bad_answer"
 // because the gateway no longer holds its money (ErrNotHeld): the conflict
 // stays open for a person.
 const notHeld = "not_held"
+
+// unconfirmed is the outcome counted when a late payment is not reinstated
+// because the gateway did not tell, HeldAsks times, whether it holds it
+// (ErrCannotTell): the conflict stays open for a person.
+const unconfirmed = "unconfirmed"
 
 // readConflict reads what a resolution needs of conflict id into c.
 //
