@@ -1,6 +1,9 @@
 package sidecar_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +99,36 @@ func TestTwoLatePaymentsOneReinstatedOneRefunded(t *testing.T) {
 	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
 		WHERE order_id = 'TL1' AND payment_id = 'PTL1' AND resolution = 'refunded'`))
 	require.Equal(t, "PAID", sidecartest.Status(t, e.db, "TL1"))
+}
+
+// A gateway whose lookups cannot be used (404) does not get a late payment
+// reinstated: the resolve job asks again, counting the answers on the job
+// itself (River keeps the count across its snoozes), and the conflict stays
+// open meanwhile. After HeldAsks answers it is left for a person
+// (TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell in package worker).
+func TestResolveCountsTheAnswersThatDoNotTell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	sidecartest.CreateOrder(t, e.db, "CT1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('CT1')")
+	sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('CT1', 'PCT1', 10, 'EUR')")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/orders/") {
+			http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
+			return
+		}
+		e.fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := e.config("s1")
+	cfg.GatewayURL = srv.URL
+	sidecartest.Start(t, cfg)
+	sidecartest.Eventually(t, 30*time.Second, "two answers counted on the job", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT coalesce(max((metadata ->> 'ordertimeout_held_asks')::int), 0)
+			FROM river_job WHERE kind = 'ordertimeout_resolve_conflict'`) >= 2, nil
+	})
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "CT1"), "not reinstated")
+	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE payment_id = 'PCT1' AND state = 'open'`))
+	require.Zero(t, e.fake.Stats().RefundRequests)
 }

@@ -37,7 +37,9 @@ var ErrOtherCurrency = errors.New("the gateway holds the late payment in another
 
 // HeldAsks is how many times the resolve worker asks a gateway that cannot
 // tell (ErrCannotTell) before it leaves the conflict for a person: with the
-// snoozes doubling from a second, about eight minutes.
+// snoozes doubling from a second, about eight minutes. The answers are
+// counted on the job (its metadata), apart from its snoozes for other
+// reasons.
 const HeldAsks = 10
 
 // CheckHeld asks gw, before conflict id is reinstated, whether it still

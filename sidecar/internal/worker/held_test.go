@@ -116,17 +116,19 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(),
 		Gateway: &byPayment{err: fmt.Errorf("HTTP 404: %w", gateway.ErrBadAnswer)},
 		Outcome: func(_, o string) { outcomes[o]++ }}}
-	job := func(snoozed int) *river.Job[worker.ResolveConflictArgs] {
+	job := func(snoozed, asked int) *river.Job[worker.ResolveConflictArgs] {
 		return &river.Job[worker.ResolveConflictArgs]{
 			JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(fmt.Sprintf(`{"snoozes": %d}`, snoozed))},
+				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)),
+				Metadata:    []byte(fmt.Sprintf(`{"snoozes": %d, "ordertimeout_held_asks": %d}`, snoozed, asked))},
 			Args: worker.ResolveConflictArgs{ConflictID: id}}
 	}
 	var snooze *river.JobSnoozeError
-	require.ErrorAs(t, w.Work(ctx, job(0)), &snooze, "asked again")
-	require.ErrorAs(t, w.Work(ctx, job(worker.HeldAsks-2)), &snooze, "asked again")
-	require.Equal(t, 2, outcomes["bad_answer"], "counted as bad answers")
-	require.NoError(t, w.Work(ctx, job(worker.HeldAsks-1)), "the last ask")
+	require.ErrorAs(t, w.Work(ctx, job(0, 0)), &snooze, "asked again")
+	require.ErrorAs(t, w.Work(ctx, job(20, 0)), &snooze, "snoozed often for other reasons (an outage): asked again")
+	require.ErrorAs(t, w.Work(ctx, job(0, worker.HeldAsks-2)), &snooze, "asked again")
+	require.Equal(t, 3, outcomes["bad_answer"], "counted as bad answers")
+	require.NoError(t, w.Work(ctx, job(0, worker.HeldAsks-1)), "the last ask")
 	require.Equal(t, 1, outcomes["unconfirmed"])
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"), "not reinstated")
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND state = 'open'"),

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,11 +132,18 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 					w.outcome(job.Kind, lookupBadAnswer)
 				}
 				toRefund = true
-			case errors.Is(err, ErrCannotTell) && snoozes(job.JobRow)+1 >= HeldAsks:
+			case errors.Is(err, ErrCannotTell) && heldAsks(job.JobRow)+1 >= HeldAsks:
 				log.Error("late payment not reinstated: the gateway did not tell whether it still holds its money, asked "+
 					strconv.Itoa(HeldAsks)+" times; the conflict is left open for a person", "reason", err)
 				w.outcome(job.Kind, unconfirmed)
 				return nil
+			case errors.Is(err, ErrCannotTell):
+				// Counted on the job (its own count: snoozes for other
+				// reasons, a throttle or an outage, do not use it up).
+				if cerr := w.countHeldAsk(ctx, job.JobRow); cerr != nil {
+					return retry(ctx, w.Deps, job, true, cerr)
+				}
+				return retry(ctx, w.Deps, job, true, err)
 			case err != nil:
 				// Unavailable or throttled, pending, another payment named,
 				// or an answer that cannot be used (counted as a bad
@@ -271,6 +279,31 @@ const lookupBadAnswer = "lookup_bad_answer"
 // because the gateway no longer holds its money (ErrNotHeld): the conflict
 // stays open for a person.
 const notHeld = "not_held"
+
+// heldAskKey is the key of the job's metadata that counts the answers that
+// did not tell whether the gateway holds the late payment (ErrCannotTell).
+const heldAskKey = "ordertimeout_held_asks"
+
+// heldAsks is the job's count of such answers.
+func heldAsks(job *rivertype.JobRow) int {
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(job.Metadata, &meta)
+	var n int
+	_ = json.Unmarshal(meta[heldAskKey], &n)
+	return n
+}
+
+// countHeldAsk adds one to the job's count of answers that did not tell,
+// in its metadata, which River keeps across the snooze (as keepSlot's).
+func (w *ResolveConflictWorker) countHeldAsk(ctx context.Context, job *rivertype.JobRow) error {
+	_, err := w.Pool.Exec(ctx,
+		`UPDATE river_job SET metadata = metadata || jsonb_build_object($2::text, $3::integer)
+		  WHERE id = $1 AND state = 'running'`, job.ID, heldAskKey, heldAsks(job)+1)
+	if err != nil {
+		return fmt.Errorf("count the gateway's answer on job %d: %w", job.ID, err)
+	}
+	return nil
+}
 
 // unconfirmed is the outcome counted when a late payment is not reinstated
 // because the gateway did not tell, HeldAsks times, whether it holds it
