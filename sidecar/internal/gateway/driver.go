@@ -33,6 +33,21 @@ type Gateway interface {
 	Payments(ctx context.Context, since time.Time, limit int) ([]Payment, error)
 }
 
+// ByPayment is implemented by a driver whose Order, asked with a Ref of one
+// payment id, answers about that payment alone (Stripe's: it reads
+// PaymentIntents and Checkout Sessions by id), so that its failed and none
+// are that payment's. The JSON contract answers for the order.
+type ByPayment interface {
+	AnswersByPayment() bool
+}
+
+// AnswersByPayment reports whether g answers about the payment a Ref of one
+// payment id names (ByPayment).
+func AnswersByPayment(g Gateway) bool {
+	b, ok := g.(ByPayment)
+	return ok && b.AnswersByPayment()
+}
+
 // Ref names an order at the gateway. A gateway that keys payments by the
 // merchant's order id (the JSON contract, WeChat Pay, Alipay) needs only
 // OrderID; one that keys them by its own payment objects (Stripe's

@@ -92,6 +92,9 @@ func (l *Limited) Order(ctx context.Context, ref Ref) (Order, error) {
 	return l.Gateway.Order(ctx, ref)
 }
 
+// AnswersByPayment is the limited gateway's (ByPayment).
+func (l *Limited) AnswersByPayment() bool { return AnswersByPayment(l.Gateway) }
+
 // Close waits for a token, then calls the gateway's Close.
 func (l *Limited) Close(ctx context.Context, ref Ref) (CloseResult, error) {
 	if err := l.wait(ctx, "close"); err != nil {

@@ -44,13 +44,13 @@ const HeldAsks = 10
 
 // CheckHeld asks gw, before conflict id is reinstated, whether it still
 // holds the late payment's money: nil when it does, or when it answers
-// "none" (unknown, never "not paid"); an error wrapping ErrNotHeld,
-// ErrCannotTell or ErrOtherCurrency otherwise, or a gateway error (the
-// gateway unavailable or throttled) or a database error, after which nothing
-// may be reinstated yet. The gateway is not asked about a conflict that
-// cannot be reinstated anyway (resolve_conflict refuses it, OT132): not an
-// open late payment, or its order no longer cancelled (another payment of
-// it was reinstated, say).
+// "none" for the order (unknown, never "not paid"); an error wrapping
+// ErrNotHeld, ErrCannotTell or ErrOtherCurrency otherwise, or a gateway
+// error (the gateway unavailable or throttled) or a database error, after
+// which nothing may be reinstated yet. The gateway is not asked about a
+// conflict that cannot be reinstated anyway (resolve_conflict refuses it,
+// OT132): not an open late payment, or its order no longer cancelled
+// (another payment of it was reinstated, say).
 //
 // It narrows, without closing, the window in which a person's refund at the
 // gateway (a buyer who asked support for their money back after the cancel)
@@ -65,32 +65,46 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 	if err != nil {
 		return fmt.Errorf("read conflict %d: %w", id, err)
 	}
-	if !found || c.State != "open" {
+	if !found || c.State != "open" || c.Kind != "late_payment" {
+		return nil
+	}
+	var cancelled bool
+	if err := db.QueryRow(ctx, `SELECT status IN ('CANCELLED', 'CLOSED') FROM ordertimeout.order_info($1)`,
+		c.OrderID).Scan(&cancelled); err != nil {
+		return fmt.Errorf("read order %q: %w", c.OrderID, err)
+	}
+	if !cancelled {
 		return nil
 	}
 	_, err = checkHeld(ctx, gw, db, c)
 	return err
 }
 
-// checkHeld is CheckHeld for a conflict read already; it also returns the
-// gateway's answer, which a late payment recorded without its amount learns
-// the amount from (the zero Order when the gateway was not asked).
-func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conflict) (gateway.Order, error) {
-	if c.Kind != "late_payment" {
-		return gateway.Order{}, nil
-	}
-	var cancelled bool
-	if err := db.QueryRow(ctx, `SELECT status IN ('CANCELLED', 'CLOSED') FROM ordertimeout.order_info($1)`,
-		c.OrderID).Scan(&cancelled); err != nil {
-		return gateway.Order{}, fmt.Errorf("read order %q: %w", c.OrderID, err)
-	}
-	if !cancelled {
-		return gateway.Order{}, nil
+// held is what checkHeld found: whether the conflict's order is still
+// cancelled (only then can it be reinstated), and the gateway's answer,
+// which a late payment recorded without its amount learns the amount from.
+type held struct {
+	cancelled bool
+	answer    gateway.Order
+}
+
+// checkHeld is CheckHeld for a late-payment conflict read already, asked
+// also when its order is no longer cancelled: the resolve worker then
+// refunds it, unless the gateway says it no longer holds it.
+func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conflict) (held, error) {
+	var h held
+	var payments int
+	if err := db.QueryRow(ctx,
+		`SELECT o.status IN ('CANCELLED', 'CLOSED'), (SELECT count(*) FROM ordertimeout.order_payments($1))
+		   FROM ordertimeout.order_info($1) AS o`,
+		c.OrderID).Scan(&h.cancelled, &payments); err != nil {
+		return h, fmt.Errorf("read order %q: %w", c.OrderID, err)
 	}
 	// This payment alone: a driver that reads payments by their ids
 	// (Stripe) answers for it, not for another payment of the order (a
 	// second late payment, which a review had answer paid for a first one
-	// refunded in full). The JSON contract answers for the order.
+	// refunded in full). The JSON contract answers for the order: its
+	// failed or none is this payment's only when the order has no other.
 	ref := gateway.Ref{OrderID: c.OrderID, PaymentIDs: []string{c.PaymentID}}
 	g, err := gw.Order(ctx, ref)
 	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
@@ -99,33 +113,45 @@ func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conf
 		if !errors.Is(err, gateway.ErrBadAnswer) {
 			err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)
 		}
-		return gateway.Order{}, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
+		return h, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
 	}
 	if err != nil {
-		return gateway.Order{}, fmt.Errorf("ask the gateway whether it holds payment %q before reinstating: %w", c.PaymentID, err)
+		return h, fmt.Errorf("ask the gateway whether it holds payment %q: %w", c.PaymentID, err)
 	}
+	h.answer = g
+	byPayment := gateway.AnswersByPayment(gw)
+	about := byPayment || g.PaymentID == c.PaymentID || (g.PaymentID == "" && payments <= 1)
 	switch {
-	case g.Status == gateway.StatusFailed:
-		return g, fmt.Errorf("%w: the gateway answers that payment %q of order %q failed (refunded in full there?), yet it was confirmed late",
+	case g.Status == gateway.StatusFailed && about:
+		return h, fmt.Errorf("%w: the gateway answers that payment %q of order %q failed (refunded in full there?), yet it was confirmed late",
 			ErrNotHeld, c.PaymentID, c.OrderID)
+	case g.Status == gateway.StatusFailed:
+		return h, fmt.Errorf("%w: the gateway answers that order %q's payment failed, and the order has %d payments: which one, it does not say: %w",
+			ErrCannotTell, c.OrderID, payments, gateway.ErrUnavailable)
 	case g.Status == gateway.StatusPending:
-		return g, fmt.Errorf("%w: the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: %w",
+		return h, fmt.Errorf("%w: the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: %w",
 			ErrCannotTell, c.OrderID, c.PaymentID, gateway.ErrUnavailable)
 	case g.Status == gateway.StatusPaid && g.PaymentID != c.PaymentID:
-		return g, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: %w",
+		return h, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: %w",
 			ErrCannotTell, c.OrderID, g.PaymentID, c.PaymentID, gateway.ErrUnavailable)
+	case g.Status != gateway.StatusPaid && byPayment:
+		// none for the very payment from a driver that reads it by id
+		// (Stripe never deletes one): another account's key, test mode
+		// against live ids. No confirmation.
+		return h, fmt.Errorf("%w: the gateway knows no payment %q (another account or mode?): %w",
+			ErrCannotTell, c.PaymentID, gateway.ErrBadAnswer)
 	case g.Status != gateway.StatusPaid:
-		// none: unknown, never "not paid" (a gateway that no longer keeps
-		// the record, or a payment it was never asked to hold).
-		return g, nil
+		// none for the order: unknown, never "not paid" (a gateway that no
+		// longer keeps the record, or a payment it was never asked about).
+		return h, nil
 	case c.Currency != nil && g.Currency != "" && string(g.Currency) != *c.Currency:
-		return g, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
+		return h, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
 			ErrOtherCurrency, c.PaymentID, g.Currency, *c.Currency)
 	case c.Amount != nil && g.Amount != "" && !sameAmount(string(g.Amount), *c.Amount):
-		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
+		return h, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
 			ErrNotHeld, g.Amount, c.PaymentID, *c.Amount)
 	}
-	return g, nil
+	return h, nil
 }
 
 // sameAmount compares two decimal amounts by value (10.5 is 10.50). An

@@ -26,7 +26,10 @@ type byPayment struct {
 	answers map[string]gateway.Order // by payment id; "" for the order
 	err     error
 	asked   [][]string
+	byID    bool // says it answers about the payment asked about (Stripe)
 }
+
+func (g *byPayment) AnswersByPayment() bool { return g.byID }
 
 func (g *byPayment) Order(_ context.Context, ref gateway.Ref) (gateway.Order, error) {
 	g.asked = append(g.asked, slices.Clone(ref.PaymentIDs))
@@ -64,23 +67,28 @@ func TestCheckHeld(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
+		byID    bool
 		answers map[string]gateway.Order
 		err     error
 		want    error // nil: held
 	}{
 		{name: "held", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.5", "EUR")}},
-		{name: "refunded in full, the other payment paid", answers: map[string]gateway.Order{
+		{name: "refunded in full, the other payment paid (Stripe)", byID: true, answers: map[string]gateway.Order{
 			"pi_d1": {OrderID: "H1", Status: gateway.StatusFailed}, "": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrNotHeld},
+		{name: "the order's payment failed, of two (JSON contract: which one?)", answers: map[string]gateway.Order{
+			"": {OrderID: "H1", Status: gateway.StatusFailed}}, want: worker.ErrCannotTell},
+		{name: "none for the order (JSON contract): unknown", answers: map[string]gateway.Order{"": {OrderID: "H1", Status: gateway.StatusNone}}},
+		{name: "none for the payment asked about by id (Stripe: another account?)", byID: true,
+			answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusNone}}, want: worker.ErrCannotTell},
 		{name: "refunded in part", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "EUR")}, want: worker.ErrNotHeld},
 		{name: "another currency", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.50", "USD")}, want: worker.ErrOtherCurrency},
 		{name: "the order's answer names another payment", answers: map[string]gateway.Order{"": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrCannotTell},
 		{name: "pending", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusPending}}, want: worker.ErrCannotTell},
-		{name: "none: unknown", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusNone}}},
 		{name: "a refused request, counted as a bad answer", err: fmt.Errorf("401 api_key_expired: %w", gateway.ErrBadRequest), want: gateway.ErrBadAnswer},
 		{name: "an unusable answer", err: fmt.Errorf("404: %w", gateway.ErrBadAnswer), want: worker.ErrCannotTell},
 		{name: "unavailable", err: gateway.ErrUnavailable, want: gateway.ErrUnavailable},
 	} {
-		g := &byPayment{answers: tc.answers, err: tc.err}
+		g := &byPayment{answers: tc.answers, err: tc.err, byID: tc.byID}
 		err := worker.CheckHeld(ctx, g, db, id)
 		if tc.want == nil {
 			require.NoError(t, err, tc.name)
@@ -133,4 +141,38 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"), "not reinstated")
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND state = 'open'"),
 		"left open for a person")
+}
+
+// Two late payments of one order, the first refunded in full by a person at
+// Stripe, the second reinstated: the first is neither reinstated nor
+// refunded; it stays open for a person. A review found it refunded once the
+// order was PAID (the check was skipped for an order no longer cancelled):
+// a refund Stripe refused (charge_already_refunded), the conflict stuck
+// refunding, which a person can no longer resolve.
+func TestResolveDoesNotRefundWhatTheGatewayNoLongerHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "R2", time.Hour, `{"amount": 12.50, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('R2')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('R2', 'pi_a', 12.50, 'EUR')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('R2', 'pi_b', 12.50, 'EUR')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.resolve_conflict(conflict_id, 'reinstate') FROM ordertimeout.conflicts WHERE payment_id = 'pi_b'")
+	require.Equal(t, "PAID", sidecartest.Status(t, db, "R2"))
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pi_a'")
+
+	outcomes := map[string]int{}
+	// Its Refund is the embedded nil Gateway's: a call would panic.
+	g := &byPayment{byID: true, answers: map[string]gateway.Order{"pi_a": {OrderID: "R2", Status: gateway.StatusFailed}}}
+	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
+		Outcome: func(_, o string) { outcomes[o]++ }}}
+	job := &river.Job[worker.ResolveConflictArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
+		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	require.NoError(t, w.Work(ctx, job))
+	require.Equal(t, map[string]int{"not_held": 1}, outcomes)
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_a' AND state = 'open'"),
+		"open for a person, not claimed for a refund")
 }

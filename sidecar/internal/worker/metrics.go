@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, another_refund: the gateway answered another refund id for a conflict already refunded; not_held: the gateway no longer holds a late payment, unconfirmed: it did not tell whether it does; both left open for a person).",
 			"outcome"),
 		badAnswers: counterVec("ordertimeout_gateway_bad_answers_total",
-			"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, paid without the order's amount, or a payment id of another order or a value confirm_payment refuses), by job kind: nothing changed, the job asks again later. Alert on any increase.",
+			"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, paid without the order's amount, or a payment id of another order or a value confirm_payment refuses), and requests not sent because they break the contract, by job kind: nothing changed, the job asks again later. Alert on any increase.",
 			"kind"),
 		reconciled: counterVec("ordertimeout_reconcile_transactions_total",
 			"Gateway transactions this sidecar's continuous reconciliation judged, by outcome (ok, confirmed, late_payment, double_payment, amount_mismatch, known_conflict, amount_differs, refund_unknown, unknown_order, other_order).",
@@ -58,12 +58,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // and a bad answer from the gateway are counted apart too.
 func (m *Metrics) Outcome(kind, outcome string) {
 	m.jobs.WithLabelValues(kind, outcome).Inc()
-	if outcome == "bad_answer" || outcome == lookupBadAnswer {
+	if outcome == "bad_answer" || outcome == "bad_request" || outcome == lookupBadAnswer {
 		m.badAnswers.WithLabelValues(kind).Inc()
 	}
 	if kind == (ResolveConflictArgs{}).Kind() {
 		switch outcome {
-		case "error", "snoozed", "interrupted", "bad_answer", "bad_request", lookupBadAnswer:
+		case "error", "snoozed", "interrupted", "throttled", "paused", "bad_answer", "bad_request", lookupBadAnswer:
 		default:
 			m.conflictsResolved.WithLabelValues(outcome).Inc()
 		}

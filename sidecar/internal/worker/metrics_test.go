@@ -25,13 +25,16 @@ func TestMetricsCountOutcomes(t *testing.T) {
 	m.Outcome(resolve, "reinstated")
 	m.Outcome(resolve, "snoozed")
 	m.Outcome(resolve, "bad_answer")
+	m.Outcome(resolve, "throttled")
+	m.Outcome(resolve, "paused")
+	m.Outcome(resolve, "bad_request")
 	m.Outcome(precancel, "bad_answer")
 	m.Outcome(precancel, "cancelled")
 	require.Equal(t, 2.0, testutil.ToFloat64(m.jobs.WithLabelValues(resolve, "reinstated")))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.jobs.WithLabelValues(precancel, "cancelled")))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.conflictsResolved.WithLabelValues("reinstated")))
-	require.Equal(t, 1, testutil.CollectAndCount(m.conflictsResolved), "snoozed and bad_answer resolve nothing")
-	require.Equal(t, 1.0, testutil.ToFloat64(m.badAnswers.WithLabelValues(resolve)))
+	require.Equal(t, 1, testutil.CollectAndCount(m.conflictsResolved), "snoozed, throttled, paused, bad_answer and bad_request resolve nothing")
+	require.Equal(t, 2.0, testutil.ToFloat64(m.badAnswers.WithLabelValues(resolve)), "a request not sent counts too")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.badAnswers.WithLabelValues(precancel)))
 
 	for _, outcome := range []string{"ok", "confirmed", "amount_differs", "unknown_order"} {

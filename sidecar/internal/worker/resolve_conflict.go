@@ -110,18 +110,35 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		case "reinstate":
 			// The gateway is asked first whether it still holds the late
 			// payment: a person may have refunded it there since (CheckHeld).
-			var g gateway.Order
 			toRefund := false
-			g, err = checkHeld(ctx, w.Gateway, w.Pool, c)
-			switch {
-			case errors.Is(err, ErrOtherCurrency):
-				log.Info("cannot reinstate, refunding instead", "reason", err)
+			if c.Kind != "late_payment" {
+				// resolve_conflict refuses to reinstate it (OT132): refunded.
 				toRefund = true
+			}
+			var h held
+			if c.Kind == "late_payment" {
+				h, err = checkHeld(ctx, w.Gateway, w.Pool, c)
+			}
+			switch {
+			case c.Kind != "late_payment":
 			case errors.Is(err, ErrNotHeld):
+				// Neither reinstated nor refunded, also when the order was
+				// paid since by another payment: a refund from here could
+				// give the money back twice.
 				log.Error("late payment not reinstated: the gateway no longer holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
 					"reason", err)
 				w.outcome(job.Kind, notHeld)
 				return nil
+			case errors.Is(err, ErrOtherCurrency):
+				log.Info("cannot reinstate, refunding instead", "reason", err)
+				toRefund = true
+			case errors.Is(err, ErrCannotTell) && !h.cancelled:
+				// The order was paid since (another late payment
+				// reinstated): no reinstatement can succeed, and a refund
+				// is what the policy does then; a gateway refuses one of
+				// money it no longer holds.
+				log.Info("cannot reinstate (the order is no longer cancelled), refunding instead", "reason", err)
+				toRefund = true
 			case errors.Is(err, ErrCannotTell) && c.Amount == nil:
 				// Recorded without its amount, the payment cannot be
 				// reinstated unless the gateway gives the amount: an
@@ -145,12 +162,12 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 				}
 				return retry(ctx, w.Deps, job, true, err)
 			case err != nil:
-				// Unavailable or throttled, pending, another payment named,
-				// or an answer that cannot be used (counted as a bad
-				// answer): nothing is reinstated without the gateway's
-				// word; asked again later.
+				// Unavailable or throttled: asked again later.
 				return retry(ctx, w.Deps, job, true, err)
+			case !h.cancelled:
+				toRefund = true // OT132: the order was paid since
 			}
+			g := h.answer
 			if toRefund {
 				break // to the refund
 			}

@@ -410,6 +410,10 @@ func (d *Driver) closeOne(ctx context.Context, orderID string, p payment) (payme
 	return payment{}, fmt.Errorf("close %s: %w", p.id, classify(err))
 }
 
+// AnswersByPayment reports that Order, asked about one payment id, answers
+// about that PaymentIntent or Checkout Session alone (gateway.ByPayment).
+func (d *Driver) AnswersByPayment() bool { return true }
+
 // Refund refunds the PaymentIntent of req.PaymentID (a PaymentIntent, or a
 // Checkout Session's) once per req.IdempotencyKey.
 func (d *Driver) Refund(ctx context.Context, req gateway.RefundRequest) (gateway.Refund, error) {
