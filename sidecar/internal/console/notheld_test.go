@@ -58,6 +58,13 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.Contains(t, a.Body, "failed (refunded in full there?)")
 	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
 
+	// Nor is it refunded: the refund would give the money back twice, and
+	// stay refunding for ever once the gateway refuses it.
+	a = site.resolve(t, operator, s.LateID, "refund", token, nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "refund refused: the gateway no longer holds the late payment&#39;s money")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+
 	// Pending there: the gateway does not tell; refused, with what to do.
 	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
 		Behaviour: fakegateway.PayOnClose, PaymentID: "pay-late", Amount: "25.00", Currency: "EUR"}))

@@ -382,6 +382,9 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	if resolution == "reinstate" && !h.gatewayHolds(w, r, u, id) {
 		return
 	}
+	if resolution == "refund" && !h.gatewayRefundable(w, r, u, id) {
+		return
+	}
 	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note)
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -455,6 +458,27 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 		h.dbFail(w, r, "read the conflict", err)
 		return false
 	}
+}
+
+// gatewayRefundable asks the gateway, before a late payment's refund is
+// claimed, whether it still holds the money (worker.CheckRefundable), and
+// reports whether the refund may go on: refused (409) only when the gateway
+// says it no longer holds it (a refund would stay refunding for ever, and a
+// person could no longer end the conflict otherwise).
+func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
+	if h.cfg.Gateway == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), gatewayTimeout)
+	defer cancel()
+	err := worker.CheckRefundable(ctx, h.cfg.Gateway, h.cfg.Pool, id)
+	if errors.Is(err, worker.ErrNotHeld) {
+		h.logger.Warn("console: refund refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
+			". Nothing was resolved: a refund would give the money back twice. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
+		return false
+	}
+	return true
 }
 
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded

@@ -18,7 +18,8 @@ import (
 // the gateway (a buyer who asked support for their money back after the
 // cancel) is not reinstated: the order would be PAID for money the shop no
 // longer has (invariant 7). Nor does the sidecar refund it a second time: the
-// conflict stays open for a person, counted as not_held. Before, the resolve
+// conflict is handed to a person (resolution manual, the gateway's answer in
+// its note), counted as not_held. Before, the resolve
 // worker reinstated every late payment of the exact amount without asking
 // the gateway, and both orders below ended PAID.
 func TestLatePaymentRefundedAtTheGatewayIsNotReinstated(t *testing.T) {
@@ -48,7 +49,8 @@ func TestLatePaymentRefundedAtTheGatewayIsNotReinstated(t *testing.T) {
 			})
 			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "NH1"), "not reinstated")
 			require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
-				WHERE order_id = 'NH1' AND state = 'open' AND resolution IS NULL`), "left open for a person")
+				WHERE order_id = 'NH1' AND resolution = 'manual'
+				  AND note LIKE 'sidecar: not reinstated nor refunded: the gateway no longer holds%'`), "handed to a person, the reason in the note")
 			require.Zero(t, e.fake.Stats().RefundRequests, "not refunded a second time")
 		})
 	}
@@ -71,13 +73,13 @@ func TestLatePaymentStillHeldIsReinstated(t *testing.T) {
 }
 
 // Two late payments of one cancelled order, with the JSON contract (which
-// answers for the order, naming its last payment): one is reinstated, the
-// other refunded, as before the gateway check. A review found the first
-// left open for a person after the check came in: the gateway's answer
-// named the other payment. It is asked again now, and once the other has
-// been reinstated (the order PAID) it cannot be reinstated (OT132) and is
-// refunded without asking.
-func TestTwoLatePaymentsOneReinstatedOneRefunded(t *testing.T) {
+// answers for the order, naming its last payment): the one the gateway names
+// is reinstated; the other is neither reinstated nor refunded on the doubt.
+// With that contract a payment still held and one a person refunded there
+// answer alike (a review had the refunded one claimed for a refund, refused
+// by the gateway, and stuck refunding for ever): it is asked again, then
+// left open for a person.
+func TestTwoLatePaymentsOfTheJSONContract(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	sidecartest.CreateOrder(t, e.db, "TL1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
@@ -90,15 +92,17 @@ func TestTwoLatePaymentsOneReinstatedOneRefunded(t *testing.T) {
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('TL1', 'PTL2', 10, 'EUR')")
 
 	sidecartest.Start(t, e.config("s1"))
-	sidecartest.Eventually(t, 30*time.Second, "one reinstated, one refunded", func() (bool, error) {
-		return sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
-			WHERE order_id = 'TL1' AND resolution IS NOT NULL`) == 2, nil
-	})
+	sidecartest.WaitStatus(t, e.db, "TL1", "PAID", 30*time.Second)
 	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
 		WHERE order_id = 'TL1' AND payment_id = 'PTL2' AND resolution = 'reinstated'`), "the payment the gateway names")
+	sidecartest.Eventually(t, 30*time.Second, "PTL1 asked again", func() (bool, error) {
+		return sidecartest.Int(t, e.db, `SELECT coalesce(max((metadata ->> 'ordertimeout_held_asks')::int), 0)
+			FROM river_job WHERE kind = 'ordertimeout_resolve_conflict' AND args ->> 'conflict_id' =
+			  (SELECT conflict_id::text FROM ordertimeout.conflicts WHERE payment_id = 'PTL1')`) >= 2, nil
+	})
 	require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
-		WHERE order_id = 'TL1' AND payment_id = 'PTL1' AND resolution = 'refunded'`))
-	require.Equal(t, "PAID", sidecartest.Status(t, e.db, "TL1"))
+		WHERE payment_id = 'PTL1' AND state = 'open'`), "neither reinstated nor refunded")
+	require.Zero(t, e.fake.Stats().RefundRequests)
 }
 
 // A gateway whose lookups cannot be used (404) does not get a late payment

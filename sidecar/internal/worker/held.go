@@ -57,6 +57,24 @@ const HeldAsks = 10
 // could meet a reinstatement: the gateway is not part of the database's
 // transaction.
 func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
+	return checkConflict(ctx, gw, db, id, false)
+}
+
+// CheckRefundable asks gw, before a person's refund of conflict id is
+// claimed, whether it still holds the late payment: an error wrapping
+// ErrNotHeld when it says it does not (a refund would give it back twice,
+// and stay refunding for ever once the gateway refuses it), nil otherwise
+// (also when it cannot be asked or does not tell: a person decided, and a
+// gateway refuses a refund of money it no longer holds).
+func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
+	err := checkConflict(ctx, gw, db, id, true)
+	if errors.Is(err, ErrNotHeld) {
+		return err
+	}
+	return nil
+}
+
+func checkConflict(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64, forRefund bool) error {
 	var c conflict
 	found, err := queryOne(ctx, db,
 		`SELECT order_id, payment_id, kind, amount::text, currency, state
@@ -73,7 +91,7 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 		c.OrderID).Scan(&cancelled); err != nil {
 		return fmt.Errorf("read order %q: %w", c.OrderID, err)
 	}
-	if !cancelled {
+	if !cancelled && !forRefund {
 		return nil
 	}
 	_, err = checkHeld(ctx, gw, db, c)

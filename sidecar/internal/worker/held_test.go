@@ -137,6 +137,7 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 	require.ErrorAs(t, w.Work(ctx, job(0, worker.HeldAsks-2)), &snooze, "asked again")
 	require.Equal(t, 3, outcomes["bad_answer"], "counted as bad answers")
 	require.NoError(t, w.Work(ctx, job(0, worker.HeldAsks-1)), "the last ask")
+	require.Equal(t, 4, outcomes["bad_answer"], "the last one counted too")
 	require.Equal(t, 1, outcomes["unconfirmed"])
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"), "not reinstated")
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND state = 'open'"),
@@ -145,7 +146,8 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 
 // Two late payments of one order, the first refunded in full by a person at
 // Stripe, the second reinstated: the first is neither reinstated nor
-// refunded; it stays open for a person. A review found it refunded once the
+// refunded; it is handed to a person (resolution manual, the gateway's
+// answer as its note). A review found it refunded once the
 // order was PAID (the check was skipped for an order no longer cancelled):
 // a refund Stripe refused (charge_already_refunded), the conflict stuck
 // refunding, which a person can no longer resolve.
@@ -173,6 +175,7 @@ func TestResolveDoesNotRefundWhatTheGatewayNoLongerHolds(t *testing.T) {
 		Args: worker.ResolveConflictArgs{ConflictID: id}}
 	require.NoError(t, w.Work(ctx, job))
 	require.Equal(t, map[string]int{"not_held": 1}, outcomes)
-	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_a' AND state = 'open'"),
-		"open for a person, not claimed for a refund")
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE payment_id = 'pi_a' AND resolution = 'manual' AND note LIKE 'sidecar: not reinstated nor refunded: %'`),
+		"handed to a person, not claimed for a refund")
 }

@@ -124,33 +124,40 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			case errors.Is(err, ErrNotHeld):
 				// Neither reinstated nor refunded, also when the order was
 				// paid since by another payment: a refund from here could
-				// give the money back twice.
-				log.Error("late payment not reinstated: the gateway no longer holds its money; the conflict is left open for a person (a refund from here could give it back twice)",
-					"reason", err)
-				w.outcome(job.Kind, notHeld)
-				return nil
+				// give the money back twice. The money left outside
+				// ordertimeout (a person's refund at the gateway): the
+				// conflict is handed to a person, resolution manual, with
+				// the gateway's answer as its note, and not asked about
+				// again at every rescan.
+				outcome, rerr := w.resolveWithNote(ctx, id, "manual", "sidecar: not reinstated nor refunded: "+err.Error())
+				switch {
+				case sqlstate.Is(rerr, sqlstate.ConflictResolved):
+					w.outcome(job.Kind, "already_resolved")
+					return nil
+				case sqlstate.Is(rerr, sqlstate.ConflictRefunding):
+					log.Info("conflict is being refunded already (claimed by a person): continuing that refund", "reason", err)
+					toRefund = true
+				case rerr != nil:
+					return retry(ctx, w.Deps, job, true, rerr)
+				default:
+					log.Error("late payment not reinstated nor refunded: the gateway no longer holds its money; handed to a person (resolution manual, the gateway's answer in its note)",
+						"reason", err, "outcome", outcome)
+					w.outcome(job.Kind, notHeld)
+					return nil
+				}
 			case errors.Is(err, ErrOtherCurrency):
 				log.Info("cannot reinstate, refunding instead", "reason", err)
 				toRefund = true
-			case errors.Is(err, ErrCannotTell) && !h.cancelled:
-				// The order was paid since (another late payment
-				// reinstated): no reinstatement can succeed, and a refund
-				// is what the policy does then; a gateway refuses one of
-				// money it no longer holds.
-				log.Info("cannot reinstate (the order is no longer cancelled), refunding instead", "reason", err)
-				toRefund = true
-			case errors.Is(err, ErrCannotTell) && c.Amount == nil:
-				// Recorded without its amount, the payment cannot be
-				// reinstated unless the gateway gives the amount: an
-				// answer that does not (a record expired at the gateway:
-				// 404) refunds it whole, as it always did.
-				log.Error("the gateway's answer cannot give the late payment's amount: refunding it whole", "reason", err)
-				if errors.Is(err, gateway.ErrBadAnswer) {
-					w.outcome(job.Kind, lookupBadAnswer)
-				}
-				toRefund = true
 			case errors.Is(err, ErrCannotTell) && heldAsks(job.JobRow)+1 >= HeldAsks:
-				log.Error("late payment not reinstated: the gateway did not tell whether it still holds its money, asked "+
+				// Neither reinstated nor refunded on a doubt: a refund of
+				// money a person gave back at the gateway would stay
+				// refunding for ever (the gateway refuses it), and with
+				// the JSON contract a held payment and one refunded there
+				// answer alike once another payment of the order is named.
+				if errors.Is(err, gateway.ErrBadAnswer) {
+					w.outcome(job.Kind, "bad_answer")
+				}
+				log.Error("late payment not reinstated nor refunded: the gateway did not tell whether it still holds its money, asked "+
 					strconv.Itoa(HeldAsks)+" times; the conflict is left open for a person", "reason", err)
 				w.outcome(job.Kind, unconfirmed)
 				return nil
@@ -388,6 +395,20 @@ func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[Resol
 	log.Info("payment refunded", "refund_id", r.RefundID, "outcome", outcome)
 	w.outcome(job.Kind, outcome)
 	return nil
+}
+
+// resolveWithNote is resolve with a note, cut to the 500 characters
+// resolve_conflict keeps.
+func (w *ResolveConflictWorker) resolveWithNote(ctx context.Context, id int64, resolution, note string) (string, error) {
+	if r := []rune(note); len(r) > 500 {
+		note = string(r[:499]) + "…"
+	}
+	var outcome string
+	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2, $3)", id, resolution, note).Scan(&outcome)
+	if err != nil {
+		return "", fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
+	}
+	return outcome, nil
 }
 
 func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolution string) (string, error) {
