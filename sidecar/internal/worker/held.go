@@ -76,48 +76,45 @@ func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, 
 
 func checkConflict(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64, forRefund bool) error {
 	var c conflict
-	found, err := queryOne(ctx, db,
-		`SELECT order_id, payment_id, kind, amount::text, currency, state
-		   FROM ordertimeout.conflict_info($1)`,
-		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State)
+	found, err := readConflict(ctx, db, id, &c)
 	if err != nil {
 		return fmt.Errorf("read conflict %d: %w", id, err)
 	}
 	if !found || c.State != "open" || c.Kind != "late_payment" {
 		return nil
 	}
-	var cancelled bool
-	if err := db.QueryRow(ctx, `SELECT status IN ('CANCELLED', 'CLOSED') FROM ordertimeout.order_info($1)`,
-		c.OrderID).Scan(&cancelled); err != nil {
-		return fmt.Errorf("read order %q: %w", c.OrderID, err)
+	o, err := readOrderOf(ctx, db, c)
+	if err != nil || (!o.cancelled && !forRefund) {
+		return err
 	}
-	if !cancelled && !forRefund {
-		return nil
-	}
-	_, err = checkHeld(ctx, gw, db, c)
+	_, err = askHeld(ctx, gw, c, o)
 	return err
 }
 
-// held is what checkHeld found: whether the conflict's order is still
-// cancelled (only then can it be reinstated), and the gateway's answer,
-// which a late payment recorded without its amount learns the amount from.
-type held struct {
+// orderOf is what the gateway check needs of a late payment's order:
+// whether it is still cancelled (only then can the payment be reinstated),
+// and how many payments it has (the JSON contract's failed and none are
+// this payment's only when it has no other).
+type orderOf struct {
 	cancelled bool
-	answer    gateway.Order
+	payments  int
 }
 
-// checkHeld is CheckHeld for a late-payment conflict read already, asked
-// also when its order is no longer cancelled: the resolve worker then
-// refunds it, unless the gateway says it no longer holds it.
-func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conflict) (held, error) {
-	var h held
-	var payments int
+func readOrderOf(ctx context.Context, db *pgxpool.Pool, c conflict) (orderOf, error) {
+	var o orderOf
 	if err := db.QueryRow(ctx,
 		`SELECT o.status IN ('CANCELLED', 'CLOSED'), (SELECT count(*) FROM ordertimeout.order_payments($1))
 		   FROM ordertimeout.order_info($1) AS o`,
-		c.OrderID).Scan(&h.cancelled, &payments); err != nil {
-		return h, fmt.Errorf("read order %q: %w", c.OrderID, err)
+		c.OrderID).Scan(&o.cancelled, &o.payments); err != nil {
+		return o, fmt.Errorf("read order %q: %w", c.OrderID, err)
 	}
+	return o, nil
+}
+
+// askHeld asks gw about late payment c of order o; it returns the gateway's
+// answer, which a late payment recorded without its amount learns the
+// amount from, with the error CheckHeld describes.
+func askHeld(ctx context.Context, gw gateway.Gateway, c conflict, o orderOf) (gateway.Order, error) {
 	// This payment alone: a driver that reads payments by their ids
 	// (Stripe) answers for it, not for another payment of the order (a
 	// second late payment, which a review had answer paid for a first one
@@ -131,45 +128,44 @@ func checkHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, c conf
 		if !errors.Is(err, gateway.ErrBadAnswer) {
 			err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)
 		}
-		return h, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
+		return gateway.Order{}, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
 	}
 	if err != nil {
-		return h, fmt.Errorf("ask the gateway whether it holds payment %q: %w", c.PaymentID, err)
+		return gateway.Order{}, fmt.Errorf("ask the gateway whether it holds payment %q: %w", c.PaymentID, err)
 	}
-	h.answer = g
 	byPayment := gateway.AnswersByPayment(gw)
-	about := byPayment || g.PaymentID == c.PaymentID || (g.PaymentID == "" && payments <= 1)
+	about := byPayment || g.PaymentID == c.PaymentID || (g.PaymentID == "" && o.payments <= 1)
 	switch {
 	case g.Status == gateway.StatusFailed && about:
-		return h, fmt.Errorf("%w: the gateway answers that payment %q of order %q failed (refunded in full there?), yet it was confirmed late",
+		return g, fmt.Errorf("%w: the gateway answers that payment %q of order %q failed (refunded in full there?), yet it was confirmed late",
 			ErrNotHeld, c.PaymentID, c.OrderID)
 	case g.Status == gateway.StatusFailed:
-		return h, fmt.Errorf("%w: the gateway answers that order %q's payment failed, and the order has %d payments: which one, it does not say: %w",
-			ErrCannotTell, c.OrderID, payments, gateway.ErrUnavailable)
+		return g, fmt.Errorf("%w: the gateway answers that order %q's payment failed, and the order has %d payments: which one, it does not say: %w",
+			ErrCannotTell, c.OrderID, o.payments, gateway.ErrUnavailable)
 	case g.Status == gateway.StatusPending:
-		return h, fmt.Errorf("%w: the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: %w",
+		return g, fmt.Errorf("%w: the gateway answers that order %q's payment is pending, yet payment %q was confirmed late: %w",
 			ErrCannotTell, c.OrderID, c.PaymentID, gateway.ErrUnavailable)
 	case g.Status == gateway.StatusPaid && g.PaymentID != c.PaymentID:
-		return h, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: %w",
+		return g, fmt.Errorf("%w: the gateway answers for order %q with payment %q, not %q: %w",
 			ErrCannotTell, c.OrderID, g.PaymentID, c.PaymentID, gateway.ErrUnavailable)
 	case g.Status != gateway.StatusPaid && byPayment:
 		// none for the very payment from a driver that reads it by id
 		// (Stripe never deletes one): another account's key, test mode
 		// against live ids. No confirmation.
-		return h, fmt.Errorf("%w: the gateway knows no payment %q (another account or mode?): %w",
+		return g, fmt.Errorf("%w: the gateway knows no payment %q (another account or mode?): %w",
 			ErrCannotTell, c.PaymentID, gateway.ErrBadAnswer)
 	case g.Status != gateway.StatusPaid:
 		// none for the order: unknown, never "not paid" (a gateway that no
 		// longer keeps the record, or a payment it was never asked about).
-		return h, nil
+		return g, nil
 	case c.Currency != nil && g.Currency != "" && string(g.Currency) != *c.Currency:
-		return h, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
+		return g, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
 			ErrOtherCurrency, c.PaymentID, g.Currency, *c.Currency)
 	case c.Amount != nil && g.Amount != "" && !sameAmount(string(g.Amount), *c.Amount):
-		return h, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
+		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
 			ErrNotHeld, g.Amount, c.PaymentID, *c.Amount)
 	}
-	return h, nil
+	return g, nil
 }
 
 // sameAmount compares two decimal amounts by value (10.5 is 10.50). An

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -91,7 +92,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	// A conflict resolved already, or unknown (its order purged since), has
 	// nothing left to do.
 	var c conflict
-	found, err := w.readConflict(ctx, id, &c)
+	found, err := readConflict(ctx, w.Pool, id, &c)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 	}
@@ -110,17 +111,19 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		case "reinstate":
 			// The gateway is asked first whether it still holds the late
 			// payment: a person may have refunded it there since (CheckHeld).
-			toRefund := false
-			if c.Kind != "late_payment" {
-				// resolve_conflict refuses to reinstate it (OT132): refunded.
-				toRefund = true
-			}
-			var h held
-			if c.Kind == "late_payment" {
-				h, err = checkHeld(ctx, w.Gateway, w.Pool, c)
+			// Another kind resolve_conflict refuses to reinstate (OT132):
+			// it is refunded.
+			toRefund := c.Kind != "late_payment"
+			var o orderOf
+			var g gateway.Order
+			if !toRefund {
+				o, err = readOrderOf(ctx, w.Pool, c)
+				if err == nil {
+					g, err = askHeld(ctx, w.Gateway, c, o)
+				}
 			}
 			switch {
-			case c.Kind != "late_payment":
+			case toRefund:
 			case errors.Is(err, ErrNotHeld):
 				// Neither reinstated nor refunded, also when the order was
 				// paid since by another payment: a refund from here could
@@ -129,7 +132,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 				// conflict is handed to a person, resolution manual, with
 				// the gateway's answer as its note, and not asked about
 				// again at every rescan.
-				outcome, rerr := w.resolveWithNote(ctx, id, "manual", "sidecar: not reinstated nor refunded: "+err.Error())
+				outcome, rerr := w.resolve(ctx, id, "manual", "sidecar: not reinstated nor refunded: "+err.Error())
 				switch {
 				case sqlstate.Is(rerr, sqlstate.ConflictResolved):
 					w.outcome(job.Kind, "already_resolved")
@@ -169,12 +172,12 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 				}
 				return retry(ctx, w.Deps, job, true, err)
 			case err != nil:
-				// Unavailable or throttled: asked again later.
+				// Unavailable or throttled, or the database: asked again
+				// later.
 				return retry(ctx, w.Deps, job, true, err)
-			case !h.cancelled:
+			case !o.cancelled:
 				toRefund = true // OT132: the order was paid since
 			}
-			g := h.answer
 			if toRefund {
 				break // to the refund
 			}
@@ -189,7 +192,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 					return retry(ctx, w.Deps, job, true, lerr)
 				}
 				if learned {
-					if found, rerr := w.readConflict(ctx, id, &c); rerr != nil || !found {
+					if found, rerr := readConflict(ctx, w.Pool, id, &c); rerr != nil || !found {
 						return retry(ctx, w.Deps, job, true, cmp.Or(rerr, fmt.Errorf("conflict %d is gone: read again", id)))
 					}
 					outcome, err = w.resolve(ctx, id, "reinstate")
@@ -233,7 +236,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		// the conflict its amount since the read above, and a refunding
 		// conflict's amount no longer changes. A refund sent with the amount
 		// read before would differ from its own retries under the same key.
-		found, err = w.readConflict(ctx, id, &c)
+		found, err = readConflict(ctx, w.Pool, id, &c)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
 		}
@@ -252,14 +255,13 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 // the open conflict learns (confirm_payment): the one case where learning
 // lets the payment be reinstated. It says whether the amount was learned.
 // Anything else leaves the conflict as it is, and the payment is refunded
-// whole as it always was: the gateway names another payment or none, gives
-// another amount or none (a refund never carries an amount only a lookup
-// said), answers the lookup with something unusable or refused (a record
-// expired at the gateway, a Stripe payment of another order; counted as a
-// bad answer), or contradicts the payment's currency here (OT157, counted
-// too). Errors bring the job back: an unavailable or throttled gateway (a
-// refund would need it too), a confirmation to be called again (40001:
-// another transaction holds the conflict), the database.
+// whole as it always was: the gateway names none, gives another amount or
+// none (a refund never carries an amount only a lookup said), or
+// contradicts the payment's currency here (OT157, counted as a bad answer).
+// (Answers that do not tell never reach it: the gateway check before the
+// reinstatement asks again.) Errors bring the job back: a confirmation to be
+// called again (40001: another transaction holds the conflict), the
+// database.
 func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, log *slog.Logger, c conflict, g gateway.Order) (bool, error) {
 	if g.Status != gateway.StatusPaid || g.PaymentID != c.PaymentID || g.Amount == "" {
 		log.Info("the gateway does not give the late payment's amount: refunding it whole",
@@ -299,9 +301,9 @@ func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, lo
 // the payment whole).
 const lookupBadAnswer = "lookup_bad_answer"
 
-// notHeld is the outcome counted when a late payment is not reinstated
-// because the gateway no longer holds its money (ErrNotHeld): the conflict
-// stays open for a person.
+// notHeld is the outcome counted when a late payment is neither reinstated
+// nor refunded because the gateway no longer holds its money (ErrNotHeld):
+// the conflict is handed to a person (resolution manual).
 const notHeld = "not_held"
 
 // heldAskKey is the key of the job's metadata that counts the answers that
@@ -342,9 +344,9 @@ const unconfirmed = "unconfirmed"
 // most six fraction digits) instead of being refused by the gateway client
 // on every run. An amount of at most six places is sent as written, as it
 // always was: a retry of a refund sent before sends the same request under
-// the same key.
-func (w *ResolveConflictWorker) readConflict(ctx context.Context, id int64, c *conflict) (bool, error) {
-	return queryOne(ctx, w.Pool,
+// the same key. CheckHeld reads a conflict with it too.
+func readConflict(ctx context.Context, db *pgxpool.Pool, id int64, c *conflict) (bool, error) {
+	return queryOne(ctx, db,
 		`SELECT order_id, payment_id, kind,
 		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
 		        currency, state, late_payment
@@ -397,23 +399,18 @@ func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[Resol
 	return nil
 }
 
-// resolveWithNote is resolve with a note, cut to the 500 characters
-// resolve_conflict keeps.
-func (w *ResolveConflictWorker) resolveWithNote(ctx context.Context, id int64, resolution, note string) (string, error) {
-	if r := []rune(note); len(r) > 500 {
-		note = string(r[:499]) + "…"
+// resolve calls resolve_conflict with resolution and, unless note is empty,
+// a note, cut to the 500 characters resolve_conflict keeps.
+func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolution string, note ...string) (string, error) {
+	var n any
+	if len(note) > 0 && note[0] != "" {
+		if r := []rune(note[0]); len(r) > 500 {
+			note[0] = string(r[:499]) + "…"
+		}
+		n = note[0]
 	}
 	var outcome string
-	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2, $3)", id, resolution, note).Scan(&outcome)
-	if err != nil {
-		return "", fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
-	}
-	return outcome, nil
-}
-
-func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolution string) (string, error) {
-	var outcome string
-	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2)", id, resolution).Scan(&outcome)
+	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2, $3)", id, resolution, n).Scan(&outcome)
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
