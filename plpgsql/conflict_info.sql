@@ -11,7 +11,9 @@ RETURNS TABLE (
     detected_at  timestamptz,
     currency     text,
     state        text,
-    late_payment text)
+    late_payment text,
+    handed_over_at  timestamptz,
+    handed_over_why text)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -24,7 +26,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT c.conflict_id, c.order_id, c.payment_id, c.kind, c.amount, c.detected_at, c.currency, c.state,
-           c.late_payment
+           c.late_payment, c.handed_over_at, c.handed_over_why
     FROM ordertimeout._conflicts_with_policy AS c
     WHERE c.conflict_id = conflict_info.id;
 END

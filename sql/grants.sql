@@ -31,6 +31,7 @@ GRANT EXECUTE ON FUNCTION
     ordertimeout.plan_next_sweep(interval, timestamptz, interval),
     ordertimeout.rescue_stuck_jobs(interval, integer),
     ordertimeout.resolve_conflict(bigint, text, text),
+    ordertimeout.hand_over_conflict(bigint, text),
     ordertimeout.finish_refund(bigint, text),
     ordertimeout.reconcile_payments(jsonb, timestamptz, timestamptz, boolean, text),
     ordertimeout.reconcile_watermark(text),

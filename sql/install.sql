@@ -57,6 +57,7 @@
 \ir ../plpgsql/reconcile_watermark.sql
 \ir ../plpgsql/rescue_stuck_jobs.sql
 \ir ../plpgsql/resolve_conflict.sql
+\ir ../plpgsql/hand_over_conflict.sql
 \ir ../plpgsql/run_sweeper.sql
 \ir ../plpgsql/sweep_due.sql
 \ir triggers.sql

@@ -37,6 +37,8 @@ CREATE TABLE ordertimeout.conflicts (
     refund_id         text,
     cause             text        NOT NULL DEFAULT 'payment',
     note              text,
+    handed_over_at    timestamptz,
+    handed_over_why   text,
     CONSTRAINT conflicts_pkey PRIMARY KEY (conflict_id),
     CONSTRAINT conflicts_one_per_payment UNIQUE (payment_id),
     -- A refund gives back one payment: the gateway's id of a refund recorded
@@ -56,7 +58,10 @@ CREATE TABLE ordertimeout.conflicts (
         CHECK (refund_started_at IS NULL OR state = 'refunding' OR coalesce(resolution, '') = 'refunded'),
     CONSTRAINT conflicts_refunding_has_start CHECK (state <> 'refunding' OR refund_started_at IS NOT NULL),
     CONSTRAINT conflicts_note_length CHECK (char_length(note) BETWEEN 1 AND 500),
-    CONSTRAINT conflicts_cause_known CHECK (cause IN ('payment', 'reconcile'))
+    CONSTRAINT conflicts_cause_known CHECK (cause IN ('payment', 'reconcile')),
+    -- Handed to a person by the sidecar (hand_over_conflict): when, and why.
+    CONSTRAINT conflicts_handed_over_together CHECK ((handed_over_at IS NULL) = (handed_over_why IS NULL)),
+    CONSTRAINT conflicts_handed_over_why_length CHECK (char_length(handed_over_why) BETWEEN 1 AND 500)
 );
 
 CREATE INDEX conflicts_open
@@ -71,6 +76,10 @@ COMMENT ON COLUMN ordertimeout.conflicts.cause IS
     'how the money was found: payment (confirm_payment: a callback or a gateway check) or reconcile (the gateway''s records: a lost callback)';
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
 COMMENT ON COLUMN ordertimeout.conflicts.note IS 'the note of whoever resolved it (resolve_conflict''s note), if any';
+COMMENT ON COLUMN ordertimeout.conflicts.handed_over_at IS
+    'when the sidecar handed the open conflict to a person (hand_over_conflict): from then on it no longer acts on it (conflicts_to_resolve leaves it out) until a person resolves it or claims its refund';
+COMMENT ON COLUMN ordertimeout.conflicts.handed_over_why IS
+    'why the sidecar handed the conflict to a person (the gateway''s answer that it could not act on)';
 COMMENT ON COLUMN ordertimeout.payments.currency IS
     'the payment''s currency as confirmed (the order''s when the caller gave none)';
 

@@ -67,7 +67,9 @@ SELECT
     c.currency,
     c.state,
     coalesce(m.late_payment, s.late_payment) AS late_payment,
-    c.resolution
+    c.resolution,
+    c.handed_over_at,
+    c.handed_over_why
 FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payment_methods AS m ON m.method = o.payment_method

@@ -48,3 +48,27 @@ func TestAmountsAreComparedAsNumbers(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	require.Equal(t, "PAID", sidecartest.Status(t, s.DB, "O-ROUND"))
 }
+
+// A conflict the sidecar handed to a person (hand_over_conflict) says so in
+// the list, with the sidecar's reason (escaped: it quotes the gateway), and
+// can still be decided by an operator.
+func TestHandedOverConflictShowsWhy(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-HAND', '[{"sku":"A","qty":1}]', interval '1 hour', '{"amount":7,"currency":"EUR"}')`)
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-HAND', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-HAND', 'pay-hand', 7, 'EUR')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-HAND'")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.hand_over_conflict($1, 'sidecar: the gateway said <b>pending</b> 10 times')", id)
+
+	a := site.do(t, http.MethodGet, "/console/conflicts", operator, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	hand := row(t, a.Body, fmt.Sprintf("conflict-%d", id))
+	require.Contains(t, hand, "left to a person by the sidecar: sidecar: the gateway said &lt;b&gt;pending&lt;/b&gt; 10 times")
+	require.Contains(t, hand, `value="reinstate"`, "still decided here")
+	require.NotContains(t, row(t, a.Body, fmt.Sprintf("conflict-%d", s.MismatchID)), "left to a person")
+
+	a = site.resolve(t, operator, id, "manual", site.token(t, operator), nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'O-HAND' AND resolution = 'manual'"))
+}

@@ -95,3 +95,29 @@ func TestReinstateWhileTheGatewayHoldsThePayment(t *testing.T) {
 	require.Equal(t, "PAID", sidecartest.Status(t, s.DB, lateOrder))
 	require.Equal(t, 1, fake.Stats().Queries, "the gateway was asked once")
 }
+
+// A gateway that holds more of the payment than recorded here (a callback
+// said 25.00 of a payment of 30.00): the record contradicts the gateway.
+// Reinstate and Refund are both refused (409), with what to do: a refund
+// would name 25.00 and give back part of the payment. Nothing is resolved.
+func TestReinstateAndRefundRefusedWhenTheGatewayHoldsAnotherAmount(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	fake, gatewayURL := sidecartest.Fake(t, nil)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gatewayURL, Retries: gateway.NoRetries}})
+	token := site.token(t, operator)
+	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "pay-late", Amount: "30.00", Currency: "EUR"}))
+	for _, resolution := range []string{"reinstate", "refund"} {
+		a := site.resolve(t, operator, s.LateID, resolution, token, nil)
+		require.Equal(t, http.StatusConflict, a.Status, a.Body)
+		require.Contains(t, a.Body, resolution+" refused: the gateway&#39;s record of the payment contradicts the amount recorded here")
+		require.Contains(t, a.Body, "more than the 25.00 confirmed here")
+		require.Contains(t, a.Body, "then resolve the conflict as manual with a note")
+		c := readConflict(t, s.DB, s.LateID)
+		require.Equal(t, "open", c.State, resolution)
+		require.Zero(t, c.Events, resolution)
+	}
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, lateOrder))
+}

@@ -178,6 +178,9 @@ type openConflict struct {
 	// with resolve_conflict's own rule, comparing numeric values: 100 is
 	// 100.00, although their text differs.
 	AmountDiffers bool
+	// HandedOverWhy is set when the sidecar left the conflict to a
+	// person (hand_over_conflict), and says why.
+	HandedOverWhy *string
 }
 
 type resolvedConflict struct {
@@ -245,7 +248,8 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 		       extract(epoch FROM now() - c.detected_at)::float8, c.detected_at,
 		       o.status, o.amount::text, o.currency,
 		       coalesce(o.amount IS NOT NULL AND c.amount IS DISTINCT FROM o.amount
-		             OR o.currency IS NOT NULL AND c.currency IS DISTINCT FROM o.currency, false)
+		             OR o.currency IS NOT NULL AND c.currency IS DISTINCT FROM o.currency, false),
+		       c.handed_over_why
 		FROM ordertimeout.open_conflicts($1) AS c
 		LEFT JOIN LATERAL ordertimeout.order_info(c.order_id) AS o ON true
 		ORDER BY c.detected_at, c.conflict_id`, maxOpenConflicts+1)
@@ -256,7 +260,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 	for rows.Next() {
 		var c openConflict
 		if err := rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.State, &c.Amount, &c.Currency,
-			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency, &c.AmountDiffers); err != nil {
+			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency, &c.AmountDiffers, &c.HandedOverWhy); err != nil {
 			rows.Close()
 			h.dbFail(w, r, "read the open conflicts", err)
 			return
@@ -416,7 +420,8 @@ const gatewayTimeout = 20 * time.Second
 // still holds the late payment's money (worker.CheckHeld), and reports
 // whether the reinstatement may go on. When it may not, it has answered: 409
 // when the gateway no longer holds the money (a person refunded it there),
-// holds it in another currency, or does not tell (pending, another payment
+// holds it in another currency, holds another amount than recorded here
+// (worker.ErrOtherAmount), or does not tell (pending, another payment
 // of the order named), 502 when its answer cannot be used, 503 when it could
 // not be asked.
 func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
@@ -433,6 +438,11 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 		h.logger.Warn("console: reinstatement refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
 			". Nothing was resolved. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
+		return false
+	case errors.Is(err, worker.ErrOtherAmount):
+		h.logger.Warn("console: reinstatement refused: the gateway's record of the payment contradicts this one", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. Settle the payment at the gateway (refund it there by hand), then resolve the conflict as manual with a note."})
 		return false
 	case errors.Is(err, worker.ErrOtherCurrency):
 		h.logger.Info("console: reinstatement refused: the gateway holds the payment in another currency", "user", u.Name, "conflict_id", id, "reason", err)
@@ -460,11 +470,12 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 	}
 }
 
-// gatewayRefundable asks the gateway, before a late payment's refund is
-// claimed, whether it still holds the money (worker.CheckRefundable), and
-// reports whether the refund may go on: refused (409) only when the gateway
-// says it no longer holds it (a refund would stay refunding for ever, and a
-// person could no longer end the conflict otherwise).
+// gatewayRefundable asks the gateway, before a payment's refund is claimed,
+// whether it still holds the money (worker.CheckRefundable), and reports
+// whether the refund may go on: refused (409) only when the gateway says it
+// no longer holds it (a refund would stay refunding for ever, and a person
+// could no longer end the conflict otherwise), or when its record of the
+// payment contradicts the amount the refund would name.
 func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
 	if h.cfg.Gateway == nil {
 		return true
@@ -472,6 +483,12 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 	ctx, cancel := context.WithTimeout(r.Context(), gatewayTimeout)
 	defer cancel()
 	err := worker.CheckRefundable(ctx, h.cfg.Gateway, h.cfg.Pool, id)
+	if errors.Is(err, worker.ErrOtherAmount) {
+		h.logger.Warn("console: refund refused: the gateway's record of the payment contradicts this one", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
+			". Nothing was resolved: the refund would name the amount recorded here. Refund the payment at the gateway by hand, then resolve the conflict as manual with a note."})
+		return false
+	}
 	if errors.Is(err, worker.ErrNotHeld) {
 		h.logger.Warn("console: refund refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +

@@ -42,8 +42,9 @@ var requiredFunctions = []string{
 	"ordertimeout.reconcile_watermark(text)",
 	"ordertimeout.close_cancelled(interval, integer)",
 	"ordertimeout.purge_orders(interval, integer, interval)",
-	"ordertimeout.conflicts_to_resolve(integer)", // 000039
-	"ordertimeout.conflict_info(bigint)",         // 000039
+	"ordertimeout.conflicts_to_resolve(integer)",    // 000039
+	"ordertimeout.conflict_info(bigint)",            // 000039
+	"ordertimeout.hand_over_conflict(bigint, text)", // 000058
 }
 
 // CheckSchema makes sure the database has every function the sidecar calls

@@ -47,3 +47,24 @@ func Plain(s string, max int) bool {
 func ID(s string, max int) bool {
 	return s != "." && s != ".." && Plain(s, max)
 }
+
+// Note makes s fit the rule of Plain with max characters, for free text the
+// sidecar writes from what it was told (a gateway's answer in a conflict's
+// note): bytes that are not UTF-8 and Deceptive characters become U+FFFD,
+// and text longer than max is cut to max-1 characters and "…". An empty s
+// is "-".
+func Note(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if Deceptive(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
+	if s == "" {
+		return "-"
+	}
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}

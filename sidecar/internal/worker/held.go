@@ -30,10 +30,20 @@ var ErrNotHeld = errors.New("the gateway no longer holds the late payment's mone
 var ErrCannotTell = errors.New("the gateway does not tell whether it still holds the late payment")
 
 // ErrOtherCurrency marks a late payment the gateway holds in another currency
-// than the one recorded here (the order's, when the confirmation named none):
-// not the order's money, so never reinstated; it is refunded, as a payment
-// resolve_conflict refuses to reinstate (OT132) is.
+// than the one recorded here (the order's, when the confirmation named none),
+// of the amount recorded here: not the order's money, so never reinstated;
+// it is refunded whole, as a payment resolve_conflict refuses to reinstate
+// (OT132) is.
 var ErrOtherCurrency = errors.New("the gateway holds the late payment in another currency")
+
+// ErrOtherAmount marks a payment whose record here contradicts the gateway:
+// it holds more of it than recorded (a callback that said 9.99 of a payment
+// of 10.00), or holds it in another currency and another amount, or an
+// amount it does not give (1000 recorded as JPY, 10.00 USD there). Neither
+// reinstated nor refunded: a refund names the amount recorded here, which
+// would give back part of the payment and record it refunded, or be refused
+// for ever. A person settles it at the gateway.
+var ErrOtherAmount = errors.New("the gateway's record of the payment contradicts the amount recorded here")
 
 // HeldAsks is how many times the resolve worker asks a gateway that cannot
 // tell (ErrCannotTell) before it leaves the conflict for a person: with the
@@ -61,14 +71,16 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 }
 
 // CheckRefundable asks gw, before a person's refund of conflict id is
-// claimed, whether it still holds the late payment: an error wrapping
-// ErrNotHeld when it says it does not (a refund would give it back twice,
-// and stay refunding for ever once the gateway refuses it), nil otherwise
-// (also when it cannot be asked or does not tell: a person decided, and a
-// gateway refuses a refund of money it no longer holds).
+// claimed, whether it still holds the payment (of any kind of conflict): an
+// error wrapping ErrNotHeld when it says it does not (a refund would give it
+// back twice, and stay refunding for ever once the gateway refuses it), or
+// ErrOtherAmount when a refund of the amount recorded here would not be that
+// payment; nil otherwise (also when it cannot be asked or does not tell: a
+// person decided, and a gateway refuses a refund of money it no longer
+// holds).
 func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
 	err := checkConflict(ctx, gw, db, id, true)
-	if errors.Is(err, ErrNotHeld) {
+	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrOtherAmount) {
 		return err
 	}
 	return nil
@@ -80,7 +92,7 @@ func checkConflict(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id
 	if err != nil {
 		return fmt.Errorf("read conflict %d: %w", id, err)
 	}
-	if !found || c.State != "open" || c.Kind != "late_payment" {
+	if !found || c.State != "open" || (c.Kind != "late_payment" && !forRefund) {
 		return nil
 	}
 	o, err := readOrderOf(ctx, db, c)
@@ -158,14 +170,38 @@ func askHeld(ctx context.Context, gw gateway.Gateway, c conflict, o orderOf) (ga
 		// none for the order: unknown, never "not paid" (a gateway that no
 		// longer keeps the record, or a payment it was never asked about).
 		return g, nil
+	case c.Currency != nil && g.Currency != "" && string(g.Currency) != *c.Currency &&
+		c.Amount != nil && !sameAmount(string(g.Amount), *c.Amount):
+		return g, fmt.Errorf("%w: payment %q is %s at the gateway, %s %s here: a refund of %s would not be this payment",
+			ErrOtherAmount, c.PaymentID, shownMoney(g), *c.Amount, *c.Currency, *c.Amount)
 	case c.Currency != nil && g.Currency != "" && string(g.Currency) != *c.Currency:
 		return g, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
 			ErrOtherCurrency, c.PaymentID, g.Currency, *c.Currency)
-	case c.Amount != nil && g.Amount != "" && !sameAmount(string(g.Amount), *c.Amount):
+	case c.Amount != nil && g.Amount != "" && lessAmount(string(g.Amount), *c.Amount):
 		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
 			ErrNotHeld, g.Amount, c.PaymentID, *c.Amount)
+	case c.Amount != nil && g.Amount != "" && !sameAmount(string(g.Amount), *c.Amount):
+		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, more than the %s confirmed here: a refund of %s would give back part of it",
+			ErrOtherAmount, g.Amount, c.PaymentID, *c.Amount, *c.Amount)
 	}
 	return g, nil
+}
+
+// shownMoney is the gateway's amount and currency of g for a message; an
+// amount it did not give is "an amount not given".
+func shownMoney(g gateway.Order) string {
+	if g.Amount == "" {
+		return "an amount not given in " + string(g.Currency)
+	}
+	return string(g.Amount) + " " + string(g.Currency)
+}
+
+// lessAmount reports whether decimal amount a is less than b; an amount that
+// does not parse is not less than anything.
+func lessAmount(a, b string) bool {
+	x, okA := new(big.Rat).SetString(a)
+	y, okB := new(big.Rat).SetString(b)
+	return okA && okB && x.Cmp(y) < 0
 }
 
 // sameAmount compares two decimal amounts by value (10.5 is 10.50). An

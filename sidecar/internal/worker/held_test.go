@@ -26,7 +26,13 @@ type byPayment struct {
 	answers map[string]gateway.Order // by payment id; "" for the order
 	err     error
 	asked   [][]string
-	byID    bool // says it answers about the payment asked about (Stripe)
+	byID    bool     // says it answers about the payment asked about (Stripe)
+	refunds []string // the payment ids refunded
+}
+
+func (g *byPayment) Refund(_ context.Context, req gateway.RefundRequest) (gateway.Refund, error) {
+	g.refunds = append(g.refunds, req.PaymentID)
+	return gateway.Refund{RefundID: "re_" + req.PaymentID, Status: gateway.RefundRefunded}, nil
 }
 
 func (g *byPayment) AnswersByPayment() bool { return g.byID }
@@ -82,6 +88,9 @@ func TestCheckHeld(t *testing.T) {
 			answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusNone}}, want: worker.ErrCannotTell},
 		{name: "refunded in part", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "EUR")}, want: worker.ErrNotHeld},
 		{name: "another currency", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.50", "USD")}, want: worker.ErrOtherCurrency},
+		{name: "more than recorded here", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.51", "EUR")}, want: worker.ErrOtherAmount},
+		{name: "another currency and amount", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "1250", "JPY")}, want: worker.ErrOtherAmount},
+		{name: "another currency, no amount given", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "", "USD")}, want: worker.ErrOtherAmount},
 		{name: "the order's answer names another payment", answers: map[string]gateway.Order{"": paid("pi_d2", "12.50", "EUR")}, want: worker.ErrCannotTell},
 		{name: "pending", answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusPending}}, want: worker.ErrCannotTell},
 		{name: "a refused request, counted as a bad answer", err: fmt.Errorf("401 api_key_expired: %w", gateway.ErrBadRequest), want: gateway.ErrBadAnswer},
@@ -140,8 +149,26 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 	require.Equal(t, 4, outcomes["bad_answer"], "the last one counted too")
 	require.Equal(t, 1, outcomes["unconfirmed"])
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"), "not reinstated")
-	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND state = 'open'"),
-		"left open for a person")
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE payment_id = 'PU1' AND state = 'open' AND handed_over_why LIKE 'sidecar: not reinstated nor refunded: asked 10 times: %HTTP 404%'`),
+		"left open, handed to a person with the reason")
+	// The rescan no longer queues it (before, every --conflict-rescan
+	// queued it again and the gateway was asked 10 more times), and a job
+	// woken for it anyway leaves it alone without asking.
+	require.EqualValues(t, 0, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts_to_resolve()"))
+	asked := len(w.Gateway.(*byPayment).asked)
+	require.NoError(t, w.Work(ctx, job(0, 0)))
+	require.Len(t, w.Gateway.(*byPayment).asked, asked, "not asked again")
+	require.Equal(t, 1, outcomes["manual_pending"])
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "U1"))
+
+	// A person's claim of its refund brings it back to the sidecar, which
+	// refunds it.
+	sidecartest.Exec(t, db, "SELECT ordertimeout.resolve_conflict($1, 'refund', 'checked at the bank')", id)
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts_to_resolve()"))
+	require.NoError(t, w.Work(ctx, job(0, 0)))
+	require.Equal(t, []string{"PU1"}, w.Gateway.(*byPayment).refunds)
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'PU1' AND resolution = 'refunded'"))
 }
 
 // Two late payments of one order, the first refunded in full by a person at
@@ -165,7 +192,6 @@ func TestResolveDoesNotRefundWhatTheGatewayNoLongerHolds(t *testing.T) {
 	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pi_a'")
 
 	outcomes := map[string]int{}
-	// Its Refund is the embedded nil Gateway's: a call would panic.
 	g := &byPayment{byID: true, answers: map[string]gateway.Order{"pi_a": {OrderID: "R2", Status: gateway.StatusFailed}}}
 	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
 		Outcome: func(_, o string) { outcomes[o]++ }}}
@@ -175,7 +201,77 @@ func TestResolveDoesNotRefundWhatTheGatewayNoLongerHolds(t *testing.T) {
 		Args: worker.ResolveConflictArgs{ConflictID: id}}
 	require.NoError(t, w.Work(ctx, job))
 	require.Equal(t, map[string]int{"not_held": 1}, outcomes)
+	require.Empty(t, g.refunds)
 	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
 		WHERE payment_id = 'pi_a' AND resolution = 'manual' AND note LIKE 'sidecar: not reinstated nor refunded: %'`),
 		"handed to a person, not claimed for a refund")
+}
+
+// The refund policy asks the gateway before it claims a refund. A review
+// found a late payment a person had refunded at the gateway claimed for a
+// refund the gateway then refused for ever (the conflict stuck refunding),
+// and a payment held in another currency claimed for a refund of the
+// amount recorded here, which the driver refuses as not the payment's. The
+// first is handed to a person (resolution manual, not_held); the second is
+// left open for a person (handed over, other_amount). A payment the
+// gateway holds is refunded, and so is one it does not tell about (the
+// JSON contract names the order's first payment for a double payment).
+func TestRefundPolicyAsksTheGatewayFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(late_payment => 'refund')")
+	for _, o := range []string{"F1", "F2", "F3", "F4", "F5"} {
+		sidecartest.CreateOrder(t, db, o, time.Hour, `{"amount": 1000, "currency": "JPY"}`)
+	}
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order(o) FROM unnest(ARRAY['F1', 'F2', 'F3', 'F4']) AS o")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment(o, 'p_' || o, 1000, 'JPY') FROM unnest(ARRAY['F1', 'F2', 'F3', 'F4', 'F5']) AS o")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('F5', 'p_F5b', 1000, 'JPY')")
+	g := &byPayment{answers: map[string]gateway.Order{
+		// F1: refunded in full there by a person.
+		"p_F1": {OrderID: "F1", PaymentID: "p_F1", Status: gateway.StatusFailed},
+		// F2: held in dollars, 10.00 of them: not 1000 of anything.
+		"p_F2": {OrderID: "F2", PaymentID: "p_F2", Status: gateway.StatusPaid, Amount: "10.00", Currency: "USD"},
+		// F3: held in dollars, 1000 of them: the refund names the whole payment.
+		"p_F3": {OrderID: "F3", PaymentID: "p_F3", Status: gateway.StatusPaid, Amount: "1000.00", Currency: "USD"},
+		// F4: held as confirmed.
+		"p_F4": {OrderID: "F4", PaymentID: "p_F4", Status: gateway.StatusPaid, Amount: "1000", Currency: "JPY"},
+		// F5's second payment: the JSON contract answers with the first.
+		"p_F5b": {OrderID: "F5", PaymentID: "p_F5", Status: gateway.StatusPaid, Amount: "1000", Currency: "JPY"},
+	}}
+	outcomes := map[string]int{}
+	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
+		Outcome: func(_, o string) { outcomes[o]++ }}}
+	for _, p := range []string{"p_F1", "p_F2", "p_F3", "p_F4", "p_F5b"} {
+		id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = $1", p)
+		job := &river.Job[worker.ResolveConflictArgs]{
+			JobRow: &rivertype.JobRow{ID: id, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
+			Args: worker.ResolveConflictArgs{ConflictID: id}}
+		require.NoError(t, w.Work(ctx, job), p)
+	}
+	require.Equal(t, []string{"p_F3", "p_F4", "p_F5b"}, g.refunds, "refunded: held, or not told about")
+	require.Equal(t, map[string]int{"not_held": 1, "other_amount": 1, "refunded": 3}, outcomes)
+	rows, err := db.Query(ctx, `SELECT payment_id, state, coalesce(resolution, ''), coalesce(note, handed_over_why, '')
+		FROM ordertimeout.conflicts ORDER BY payment_id`)
+	require.NoError(t, err)
+	type row struct{ payment, state, resolution, why string }
+	var got []row
+	for rows.Next() {
+		var r row
+		require.NoError(t, rows.Scan(&r.payment, &r.state, &r.resolution, &r.why))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 5)
+	require.Equal(t, row{"p_F1", "resolved", "manual", got[0].why}, got[0])
+	require.Contains(t, got[0].why, "failed (refunded in full there?)")
+	require.Equal(t, row{"p_F2", "open", "", got[1].why}, got[1], "handed over, not claimed")
+	require.Contains(t, got[1].why, `payment "p_F2" is 10.00 USD at the gateway, 1000 JPY here: a refund of 1000 would not be this payment`)
+	for _, r := range got[2:] {
+		require.Equal(t, "refunded", r.resolution, r.payment)
+	}
+	require.EqualValues(t, 0, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts_to_resolve()"),
+		"nothing left for the sidecar")
 }

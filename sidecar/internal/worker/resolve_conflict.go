@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
@@ -57,6 +58,13 @@ func (ResolveConflictArgs) InsertOpts() river.InsertOpts {
 //   - manual: nothing but a log line; the conflict stays open for a person
 //     (see the open conflicts metric).
 //
+// Under reinstate and refund the gateway is asked first whether it still
+// holds the payment (askHeld): one it no longer holds is resolved manual for
+// a person, and one whose record here contradicts the gateway's, or (under
+// reinstate, for a late payment) one it does not tell about after HeldAsks
+// answers, is handed to a person (hand_over_conflict): open, and left alone
+// from then on unless a person claims its refund.
+//
 // A refund is claimed in the database first: resolve_conflict(id, 'refund')
 // moves the conflict to state refunding, after which nothing but the refund
 // can end it (a reinstate by anyone is refused with OT134). Then the gateway
@@ -80,6 +88,9 @@ type conflict struct {
 	Currency  *string
 	State     string
 	Policy    string
+	// HandedOverWhy is set when the sidecar handed the conflict to a
+	// person (hand_over_conflict).
+	HandedOverWhy *string
 }
 
 // Work resolves one conflict.
@@ -103,86 +114,108 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 	log = log.With("order_id", c.OrderID, "payment_id", c.PaymentID, "conflict", c.Kind)
 
 	if c.State != "refunding" {
-		switch policy := c.Policy; policy {
+		policy := c.Policy
+		switch policy {
 		case "manual":
 			log.Warn("conflict left open for manual resolution (late_payment policy manual)")
 			w.outcome(job.Kind, "manual_pending")
 			return nil
-		case "reinstate":
-			// The gateway is asked first whether it still holds the late
-			// payment: a person may have refunded it there since (CheckHeld).
-			// Another kind resolve_conflict refuses to reinstate (OT132):
-			// it is refunded.
-			toRefund := c.Kind != "late_payment"
-			var o orderOf
-			var g gateway.Order
-			if !toRefund {
-				o, err = readOrderOf(ctx, w.Pool, c)
-				if err == nil {
-					g, err = askHeld(ctx, w.Gateway, c, o)
-				}
-			}
+		case "reinstate", "refund":
+		default:
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("unknown late payment policy %q", policy))
+		}
+		if c.HandedOverWhy != nil {
+			// Handed to a person by an earlier run (a job queued before,
+			// or woken by a notification): theirs until they resolve it or
+			// claim its refund.
+			log.Info("conflict handed to a person before: left to them", "why", *c.HandedOverWhy)
+			w.outcome(job.Kind, "manual_pending")
+			return nil
+		}
+		// The gateway is asked first whether it still holds the payment: a
+		// person may have refunded it there since (CheckHeld). Only a late
+		// payment under the reinstate policy, of an order still cancelled,
+		// is reinstated (resolve_conflict refuses anything else, OT132);
+		// everything else is refunded, and a refund is not even claimed
+		// when the gateway says it no longer holds the money, or its record
+		// of the payment contradicts the amount the refund would name.
+		strict := policy == "reinstate" && c.Kind == "late_payment"
+		o, err := readOrderOf(ctx, w.Pool, c)
+		var g gateway.Order
+		if err == nil {
+			g, err = askHeld(ctx, w.Gateway, c, o)
+		}
+		toRefund := !strict || !o.cancelled
+		switch {
+		case errors.Is(err, ErrNotHeld):
+			// Neither reinstated nor refunded, also when the order was
+			// paid since by another payment: a refund from here could
+			// give the money back twice. The money left outside
+			// ordertimeout (a person's refund at the gateway): the
+			// conflict is handed to a person, resolution manual, with the
+			// gateway's answer as its note.
+			outcome, rerr := w.resolve(ctx, id, "manual", "sidecar: not reinstated nor refunded: "+err.Error())
 			switch {
-			case toRefund:
-			case errors.Is(err, ErrNotHeld):
-				// Neither reinstated nor refunded, also when the order was
-				// paid since by another payment: a refund from here could
-				// give the money back twice. The money left outside
-				// ordertimeout (a person's refund at the gateway): the
-				// conflict is handed to a person, resolution manual, with
-				// the gateway's answer as its note, and not asked about
-				// again at every rescan.
-				outcome, rerr := w.resolve(ctx, id, "manual", "sidecar: not reinstated nor refunded: "+err.Error())
-				switch {
-				case sqlstate.Is(rerr, sqlstate.ConflictResolved):
-					w.outcome(job.Kind, "already_resolved")
-					return nil
-				case sqlstate.Is(rerr, sqlstate.ConflictRefunding):
-					log.Info("conflict is being refunded already (claimed by a person): continuing that refund", "reason", err)
-					toRefund = true
-				case rerr != nil:
-					return retry(ctx, w.Deps, job, true, rerr)
-				default:
-					log.Error("late payment not reinstated nor refunded: the gateway no longer holds its money; handed to a person (resolution manual, the gateway's answer in its note)",
-						"reason", err, "outcome", outcome)
-					w.outcome(job.Kind, notHeld)
-					return nil
-				}
-			case errors.Is(err, ErrOtherCurrency):
-				log.Info("cannot reinstate, refunding instead", "reason", err)
-				toRefund = true
-			case errors.Is(err, ErrCannotTell) && heldAsks(job.JobRow)+1 >= HeldAsks:
-				// Neither reinstated nor refunded on a doubt: a refund of
-				// money a person gave back at the gateway would stay
-				// refunding for ever (the gateway refuses it), and with
-				// the JSON contract a held payment and one refunded there
-				// answer alike once another payment of the order is named.
-				if errors.Is(err, gateway.ErrBadAnswer) {
-					w.outcome(job.Kind, "bad_answer")
-				}
-				log.Error("late payment not reinstated nor refunded: the gateway did not tell whether it still holds its money, asked "+
-					strconv.Itoa(HeldAsks)+" times; the conflict is left open for a person", "reason", err)
-				w.outcome(job.Kind, unconfirmed)
+			case sqlstate.Is(rerr, sqlstate.ConflictResolved):
+				w.outcome(job.Kind, "already_resolved")
 				return nil
-			case errors.Is(err, ErrCannotTell):
-				// Counted on the job (its own count: snoozes for other
-				// reasons, a throttle or an outage, do not use it up).
-				if cerr := w.countHeldAsk(ctx, job.JobRow); cerr != nil {
-					return retry(ctx, w.Deps, job, true, cerr)
-				}
-				return retry(ctx, w.Deps, job, true, err)
-			case err != nil:
-				// Unavailable or throttled, or the database: asked again
-				// later.
-				return retry(ctx, w.Deps, job, true, err)
-			case !o.cancelled:
-				toRefund = true // OT132: the order was paid since
+			case sqlstate.Is(rerr, sqlstate.ConflictRefunding):
+				log.Info("conflict is being refunded already (claimed by a person): continuing that refund", "reason", err)
+				toRefund = true
+			case rerr != nil:
+				return retry(ctx, w.Deps, job, true, rerr)
+			default:
+				log.Error("payment not reinstated nor refunded: the gateway no longer holds its money; handed to a person (resolution manual, the gateway's answer in its note)",
+					"reason", err, "outcome", outcome)
+				w.outcome(job.Kind, notHeld)
+				return nil
 			}
-			if toRefund {
-				break // to the refund
+		case errors.Is(err, ErrOtherAmount):
+			// A refund names the amount recorded here, which is not this
+			// payment's at the gateway: it would give back part of it, or
+			// be refused for ever with the conflict claimed. A person
+			// settles it there.
+			return w.handOver(ctx, job, log, id, otherAmount, "sidecar: not reinstated nor refunded: "+err.Error())
+		case errors.Is(err, ErrOtherCurrency):
+			log.Info("cannot reinstate, refunding instead", "reason", err)
+			toRefund = true
+		case errors.Is(err, ErrCannotTell) && !strict:
+			// A refund on a doubt, as before the gateway was asked: the
+			// gateway refuses a refund of money it no longer holds (the
+			// conflict then stays refunding, for a person), and a double
+			// payment under the JSON contract always answers with the
+			// order's first payment.
+			if errors.Is(err, gateway.ErrBadAnswer) {
+				w.outcome(job.Kind, "bad_answer")
 			}
+			log.Info("the gateway does not tell whether it still holds the payment: refunding it", "reason", err)
+		case errors.Is(err, ErrCannotTell) && heldAsks(job.JobRow)+1 >= HeldAsks:
+			// Neither reinstated nor refunded on a doubt: a refund of
+			// money a person gave back at the gateway would stay
+			// refunding for ever (the gateway refuses it), and with the
+			// JSON contract a held payment and one refunded there answer
+			// alike once another payment of the order is named. Handed to
+			// a person, so that the next rescan does not ask again.
+			if errors.Is(err, gateway.ErrBadAnswer) {
+				w.outcome(job.Kind, "bad_answer")
+			}
+			return w.handOver(ctx, job, log, id, unconfirmed,
+				"sidecar: not reinstated nor refunded: asked "+strconv.Itoa(HeldAsks)+" times: "+err.Error())
+		case errors.Is(err, ErrCannotTell):
+			// Counted on the job (its own count: snoozes for other
+			// reasons, a throttle or an outage, do not use it up).
+			if cerr := w.countHeldAsk(ctx, job.JobRow); cerr != nil {
+				return retry(ctx, w.Deps, job, true, cerr)
+			}
+			return retry(ctx, w.Deps, job, true, err)
+		case err != nil:
+			// Unavailable or throttled, or the database: asked again
+			// later.
+			return retry(ctx, w.Deps, job, true, err)
+		}
+		if !toRefund {
 			outcome, err := w.resolve(ctx, id, "reinstate")
-			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil && c.Kind == "late_payment" {
+			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil {
 				// A late payment recorded without its amount cannot be
 				// reinstated: the gateway's answer above may give it
 				// before the payment is refunded instead. Learned, the
@@ -214,12 +247,9 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 				w.outcome(job.Kind, outcome)
 				return nil
 			}
-		case "refund":
-		default:
-			return retry(ctx, w.Deps, job, true, fmt.Errorf("unknown late payment policy %q", policy))
 		}
 
-		// Claim the refund before any gateway call.
+		// Claim the refund before the gateway is asked to make it.
 		outcome, err := w.resolve(ctx, id, "refund")
 		switch {
 		case sqlstate.Is(err, sqlstate.ConflictResolved):
@@ -333,8 +363,14 @@ func (w *ResolveConflictWorker) countHeldAsk(ctx context.Context, job *rivertype
 
 // unconfirmed is the outcome counted when a late payment is not reinstated
 // because the gateway did not tell, HeldAsks times, whether it holds it
-// (ErrCannotTell): the conflict stays open for a person.
+// (ErrCannotTell): the conflict is handed to a person (handOver).
 const unconfirmed = "unconfirmed"
+
+// otherAmount is the outcome counted when a payment is neither reinstated
+// nor refunded because the gateway's record of it contradicts the amount
+// recorded here (ErrOtherAmount): a refund would name an amount that is not
+// the payment's. The conflict is handed to a person (handOver).
+const otherAmount = "other_amount"
 
 // readConflict reads what a resolution needs of conflict id into c.
 //
@@ -349,9 +385,9 @@ func readConflict(ctx context.Context, db *pgxpool.Pool, id int64, c *conflict) 
 	return queryOne(ctx, db,
 		`SELECT order_id, payment_id, kind,
 		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
-		        currency, state, late_payment
+		        currency, state, late_payment, handed_over_why
 		   FROM ordertimeout.conflict_info($1)`,
-		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy)
+		[]any{id}, &c.OrderID, &c.PaymentID, &c.Kind, &c.Amount, &c.Currency, &c.State, &c.Policy, &c.HandedOverWhy)
 }
 
 // refund makes the refund of a conflict claimed for one, and records it.
@@ -400,14 +436,12 @@ func (w *ResolveConflictWorker) refund(ctx context.Context, job *river.Job[Resol
 }
 
 // resolve calls resolve_conflict with resolution and, unless note is empty,
-// a note, cut to the 500 characters resolve_conflict keeps.
+// a note, made plain text of at most the 500 characters resolve_conflict
+// keeps (text.Note: a gateway's answer quoted in it is the gateway's text).
 func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolution string, note ...string) (string, error) {
 	var n any
 	if len(note) > 0 && note[0] != "" {
-		if r := []rune(note[0]); len(r) > 500 {
-			note[0] = string(r[:499]) + "…"
-		}
-		n = note[0]
+		n = text.Note(note[0], 500)
 	}
 	var outcome string
 	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2, $3)", id, resolution, n).Scan(&outcome)
@@ -415,4 +449,37 @@ func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolutio
 		return "", fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	return outcome, nil
+}
+
+// handOver hands open conflict id to a person with hand_over_conflict and
+// why (made plain text of at most 500 characters, as resolve's note), and
+// counts outcome: the conflict stays open, neither reinstated nor refunded,
+// and the sidecar leaves it alone from then on (conflicts_to_resolve no
+// longer lists it) unless a person claims its refund. A conflict resolved
+// meanwhile has nothing left to do; one claimed for a refund meanwhile (by a
+// person) is refunded, as every claimed refund is.
+func (w *ResolveConflictWorker) handOver(ctx context.Context, job *river.Job[ResolveConflictArgs], log *slog.Logger,
+	id int64, outcome, why string) error {
+	why = text.Note(why, 500)
+	var got string
+	err := w.Pool.QueryRow(ctx, "SELECT ordertimeout.hand_over_conflict($1, $2)", id, why).Scan(&got)
+	switch {
+	case sqlstate.Is(err, sqlstate.ConflictResolved):
+		w.outcome(job.Kind, "already_resolved")
+		return nil
+	case sqlstate.Is(err, sqlstate.ConflictRefunding):
+		var c conflict
+		found, rerr := readConflict(ctx, w.Pool, id, &c)
+		if rerr != nil || !found {
+			return retry(ctx, w.Deps, job, true, cmp.Or(rerr, fmt.Errorf("conflict %d is gone: read again", id)))
+		}
+		log.Info("conflict claimed for a refund meanwhile (by a person): refunding it")
+		return w.refund(ctx, job, log, id, c)
+	case err != nil:
+		return retry(ctx, w.Deps, job, true, fmt.Errorf("hand conflict %d to a person: %w", id, err))
+	}
+	log.Error("payment not reinstated nor refunded: handed to a person (the conflict stays open; the sidecar no longer acts on it)",
+		"why", why, "outcome", outcome)
+	w.outcome(job.Kind, outcome)
+	return nil
 }

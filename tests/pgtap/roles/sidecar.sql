@@ -4,7 +4,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(16);
+SELECT plan(17);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SET LOCAL ROLE ordertimeout_sidecar;
@@ -21,6 +21,8 @@ SELECT lives_ok($$SELECT * FROM ordertimeout.sweep_stats$$, 'can SELECT sweep_st
 SELECT lives_ok($$SELECT * FROM ordertimeout.order_counts, ordertimeout.cancel_lag$$, 'can SELECT order_counts and cancel_lag');
 SELECT lives_ok($$INSERT INTO public.river_job (kind, args) VALUES ('ordertimeout_webhook', '{}')$$, 'can INSERT INTO river_job');
 SELECT lives_ok($$SELECT * FROM public.river_job$$, 'can SELECT river_job');
+SELECT throws_ok($$SELECT ordertimeout.hand_over_conflict(-1, 'why')$$, 'OT130', NULL,
+    'can call hand_over_conflict (an unknown conflict: OT130, not 42501)');
 
 SELECT throws_ok($$SELECT ordertimeout.put_stock('A', 1000)$$, '42501', NULL, 'cannot put_stock');
 SELECT throws_ok($$SELECT ordertimeout.put_points('acct', 1000)$$, '42501', NULL, 'cannot put_points');
