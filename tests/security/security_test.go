@@ -30,7 +30,7 @@ var (
 		"fail_payment", "order_events", "order_info", "order_payments",
 	}
 	sidecarFunctions = append(slices.Clone(appFunctions),
-		"cancel_checked", "cancel_due", "close_cancelled", "conflict_info", "conflicts_to_resolve", "finish_refund", "next_due", "open_conflicts",
+		"cancel_checked", "cancel_due", "close_cancelled", "conflict_info", "conflicts_to_resolve", "finish_refund", "hand_over_conflict", "next_due", "open_conflicts",
 		"plan_next_sweep", "plan_sleep", "preview_due", "purge_orders", "reconcile_payments", "reconcile_watermark", "rescue_stuck_jobs",
 		"resolve_conflict", "run_sweeper", "sweep_due")
 	adminFunctions = append(slices.Clone(sidecarFunctions), "configure", "put_payment_method", "put_points", "put_stock")
