@@ -16,7 +16,11 @@
 //     exactly from Stripe's minor units (see Major), and its currency; one
 //     refunded in full (in Stripe's dashboard, say) holds no money and is
 //     StatusFailed; while one of its refunds is pending, nothing can be
-//     said (ErrUnavailable); one the buyer can still pay (requires_*, processing, an
+//     said (ErrUnavailable). A charge Stripe says was disputed has its
+//     disputes listed: one lost by the shop took its amount back (less is
+//     held, or nothing: StatusFailed), one still open (or an inquiry) may
+//     take it, so nothing can be said (ErrUnavailable); won, prevented and
+//     closed inquiries take nothing. One the buyer can still pay (requires_*, processing, an
 //     open session) is StatusPending; canceled / expired is StatusFailed.
 //     An order with no recorded payment is looked up by the metadata with
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
@@ -226,8 +230,17 @@ type payment struct {
 	closable bool
 	// received and refunded are what Stripe took for a succeeded payment
 	// and what it has given back of that since, in minor units; amount is
-	// the difference, the money Stripe holds for the order.
+	// the difference, the money Stripe holds for the order (less what
+	// disputes took: lost).
 	received, refunded int64
+	// disputedCharge is the id of the succeeded payment's charge when
+	// Stripe says it was disputed: what the disputes took is read
+	// (Driver.disputes) before the payment is answered for.
+	disputedCharge string
+	// lost is what disputes lost by the shop took back, in minor units.
+	lost int64
+	// stripeCurrency is the currency as Stripe writes it, for money.
+	stripeCurrency stripeapi.Currency
 }
 
 // Order asks Stripe about every payment of the order (see the package
@@ -462,9 +475,9 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 			// refund: never sent, a person looks.
 			paid, err := Minor(p.amount, string(p.currency))
 			if err != nil || paid != minor {
-				if p.refunded > 0 {
-					return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe holds for payment %q (%s %s: %d received, %d of it refunded since): not sent: %w",
-						req.Amount, p.currency, req.PaymentID, p.amount, p.currency, p.received, p.refunded, gateway.ErrBadRequest)
+				if p.refunded > 0 || p.lost > 0 {
+					return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe holds for payment %q (%s %s: %d received, %d of it refunded since, %d taken by disputes lost): not sent: %w",
+						req.Amount, p.currency, req.PaymentID, p.amount, p.currency, p.received, p.refunded, p.lost, gateway.ErrBadRequest)
 				}
 				return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe took for payment %q (%s %s): not sent: %w",
 					req.Amount, p.currency, req.PaymentID, p.amount, p.currency, gateway.ErrBadRequest)
@@ -923,10 +936,80 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 	if err != nil {
 		return payment{}, fmt.Errorf("retrieve %s: %w", id, classify(err))
 	}
+	var p payment
 	if pi != nil {
-		return fromIntent(orderID, id, pi)
+		p, err = fromIntent(orderID, id, pi)
+	} else {
+		p, err = fromSession(orderID, id, cs)
 	}
-	return fromSession(orderID, id, cs)
+	if err != nil {
+		return payment{}, err
+	}
+	return d.disputes(ctx, p)
+}
+
+// MaxDisputes bounds how many disputes of one charge are read.
+const MaxDisputes = 100
+
+// disputes reads what the disputes of p's charge took, when Stripe says it
+// was disputed, and answers p with what Stripe still holds. A dispute
+// lost by the shop took its amount back to the buyer's bank: that much of
+// the payment is no longer held (all of it: StatusFailed, never confirmed,
+// reinstated or refunded as paid). A dispute still open (or an inquiry,
+// which may become one) may take the money or leave it: nothing can be said
+// yet, ErrUnavailable, asked again later, as with a refund on its way. A
+// dispute won, prevented or an inquiry closed takes nothing. A charge said
+// to be disputed with no dispute listed is asked again later too.
+func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
+	if p.disputedCharge == "" || p.status != gateway.StatusPaid {
+		return p, nil // nothing disputed, or nothing held anyway
+	}
+	params := &stripeapi.DisputeListParams{Charge: stripeapi.String(p.disputedCharge)}
+	params.Limit = stripeapi.Int64(MaxDisputes)
+	var lost int64
+	n := 0
+	for dp, err := range d.client.V1Disputes.List(ctx, params) {
+		if err != nil {
+			return payment{}, fmt.Errorf("list the disputes of charge %s of %s: %w", p.disputedCharge, p.id, classify(err))
+		}
+		if dp == nil {
+			continue
+		}
+		if n++; n > MaxDisputes {
+			return payment{}, fmt.Errorf("charge %s of %s has more than %d disputes: %w", p.disputedCharge, p.id, MaxDisputes, gateway.ErrBadAnswer)
+		}
+		switch dp.Status {
+		case stripeapi.DisputeStatusWon, stripeapi.DisputeStatusPrevented, stripeapi.DisputeStatusWarningClosed:
+		case stripeapi.DisputeStatusLost:
+			if dp.Amount <= 0 {
+				return payment{}, fmt.Errorf("dispute %s of %s was lost with amount %d: %w", quote(dp.ID), p.id, dp.Amount, gateway.ErrBadAnswer)
+			}
+			lost += dp.Amount
+		case stripeapi.DisputeStatusNeedsResponse, stripeapi.DisputeStatusUnderReview,
+			stripeapi.DisputeStatusWarningNeedsResponse, stripeapi.DisputeStatusWarningUnderReview:
+			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w",
+				quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrUnavailable)
+		default:
+			return payment{}, fmt.Errorf("dispute %s of %s has status %s: %w", quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrBadAnswer)
+		}
+	}
+	if n == 0 {
+		return payment{}, fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w", p.disputedCharge, p.id, gateway.ErrUnavailable)
+	}
+	if lost == 0 {
+		return p, nil
+	}
+	held := p.received - p.refunded - lost
+	p.lost = lost
+	if held <= 0 {
+		p.status, p.amount = gateway.StatusFailed, ""
+		return p, nil
+	}
+	var err error
+	if p.amount, _, err = money(p.id, held, p.stripeCurrency); err != nil {
+		return payment{}, err
+	}
+	return p, nil
 }
 
 // MaxSearched bounds how many PaymentIntents a search for one order reads.
@@ -948,6 +1031,9 @@ func (d *Driver) search(ctx context.Context, orderID string) ([]payment, error) 
 			continue // not exactly this order
 		}
 		p, err := fromIntent(orderID, pi.ID, pi)
+		if err == nil {
+			p, err = d.disputes(ctx, p)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -1103,7 +1189,10 @@ func (p *payment) held(id string, received int64, ch *stripeapi.Charge, currency
 	if refunded < 0 || refunded > received {
 		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, refunded, gateway.ErrBadAnswer)
 	}
-	p.received, p.refunded = received, refunded
+	p.received, p.refunded, p.stripeCurrency = received, refunded, currency
+	if ch.Disputed {
+		p.disputedCharge = ch.ID
+	}
 	if received == refunded {
 		p.status = gateway.StatusFailed
 		return nil

@@ -865,3 +865,79 @@ func TestRefundedAtStripe(t *testing.T) {
 	_, err = d.Order(bg, ref("cs_1"))
 	require.ErrorIs(t, err, gateway.ErrBadAnswer, "a paid session without a PaymentIntent")
 }
+
+// A charge the buyer's bank disputed: a review found it read as paid in
+// full, and a late payment under dispute could be reinstated, the order PAID
+// for money the bank was taking back. Its disputes are read now: one still
+// open may take the money, so nothing can be said (asked again later), as
+// with a refund on its way; one lost took its amount (less held, or none:
+// failed); one won took nothing. A refund of the whole payment is not sent
+// while a dispute is open, nor for more than a lost dispute left.
+func TestDisputedAtStripe(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_d"}}
+	pi := refunded("pi_d", 1250, 0, "eur", "A1")
+	var body map[string]any
+	require.NoError(t, json.Unmarshal([]byte(pi.body), &body))
+	ch := body["latest_charge"].(map[string]any)
+	ch["disputed"] = true
+	b, _ := json.Marshal(body)
+	s.set("GET /v1/payment_intents/pi_d", answer{200, string(b)})
+	disputes := func(ds ...string) answer {
+		return answer{200, `{"object": "list", "url": "/v1/disputes", "has_more": false, "data": [` + strings.Join(ds, ",") + `]}`}
+	}
+	dispute := func(id, status string, amount int) string {
+		return fmt.Sprintf(`{"id": %q, "object": "dispute", "amount": %d, "currency": "eur", "status": %q, "charge": %q}`, id, amount, status, ch["id"])
+	}
+
+	for _, status := range []string{"needs_response", "under_review", "warning_needs_response", "warning_under_review"} {
+		s.set("GET /v1/disputes", disputes(dispute("dp_1", status, 1250)))
+		_, err := d.Order(bg, ref)
+		require.ErrorIs(t, err, gateway.ErrUnavailable, status)
+		require.Contains(t, err.Error(), `dispute "dp_1" of pi_d is "`+status+`" at Stripe`)
+		_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_d", Amount: "12.50", IdempotencyKey: "pi_d"})
+		require.ErrorIs(t, err, gateway.ErrUnavailable, "no refund while a dispute is open: %s", status)
+	}
+	s.mu.Lock()
+	require.Equal(t, ch["id"], s.queries[1].Get("charge"), "the disputes of the payment's charge")
+	s.mu.Unlock()
+
+	s.set("GET /v1/disputes", disputes())
+	_, err := d.Order(bg, ref)
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "disputed, none listed yet")
+
+	s.set("GET /v1/disputes", disputes(dispute("dp_1", "won", 1250), dispute("dp_2", "warning_closed", 1250)))
+	o, err := d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_d", Amount: "12.50", Currency: "EUR"}, o, "won: held")
+
+	s.set("GET /v1/disputes", disputes(dispute("dp_1", "lost", 250)))
+	o, err = d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusPaid, PaymentID: "pi_d", Amount: "10.00", Currency: "EUR"}, o, "lost in part")
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_d", Amount: "12.50", IdempotencyKey: "pi_d"})
+	require.ErrorIs(t, err, gateway.ErrBadRequest, "more than Stripe holds")
+	require.Contains(t, err.Error(), "250 taken by disputes lost")
+
+	s.set("GET /v1/disputes", disputes(dispute("dp_1", "lost", 1250)))
+	o, err = d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusFailed}, o, "lost in full: nothing held")
+
+	for name, ds := range map[string]answer{
+		"an unknown status":    disputes(dispute("dp_1", "pondering", 1250)),
+		"lost with no amount":  disputes(dispute("dp_1", "lost", 0)),
+		"not a list of Stripe": {200, `{"object": "list", "data": "x"}`},
+	} {
+		s.set("GET /v1/disputes", ds)
+		_, err := d.Order(bg, ref)
+		require.ErrorIs(t, err, gateway.ErrBadAnswer, name)
+	}
+	s.mu.Lock()
+	for _, k := range s.seen {
+		require.NotEqual(t, "POST /v1/refunds", k, "no refund sent")
+	}
+	s.mu.Unlock()
+}
