@@ -3,7 +3,9 @@ package console_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,8 +46,9 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.NoError(t, fake.RefundOutside(lateOrder, "5.00"))
 	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "reinstate refused: the gateway no longer holds the late payment&#39;s money")
+	require.Contains(t, a.Body, "reinstate refused: the gateway holds only part of the late payment&#39;s money")
 	require.Contains(t, a.Body, "the gateway holds 20.00 of payment")
+	require.Contains(t, a.Body, "settle what it still holds there by hand")
 	c := readConflict(t, s.DB, s.LateID)
 	require.Equal(t, "open", c.State)
 	require.Zero(t, c.Events)
@@ -120,4 +123,43 @@ func TestReinstateAndRefundRefusedWhenTheGatewayHoldsAnotherAmount(t *testing.T)
 		require.Zero(t, c.Events, resolution)
 	}
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, lateOrder))
+}
+
+// A review found the console's Refund claimed on an answer about another
+// amount: the gateway was asked about a late payment recorded without its
+// amount, a confirmation gave it 10 meanwhile, and the refund of 10 of a
+// payment of 12 was claimed. The claim now reads the conflict again in its
+// transaction: changed since it was read before the gateway was asked,
+// nothing is claimed (409).
+func TestRefundNotClaimedWhenTheConflictChangesWhileTheGatewayIsAsked(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-RACE', '[{"sku":"A","qty":1}]', interval '1 hour', '{"amount":12,"currency":"EUR"}')`)
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-RACE', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-RACE', 'pay-race')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-RACE'")
+	// A gateway of the JSON contract, over HTTP, in whose answer a
+	// confirmation lands first.
+	var once sync.Once
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-RACE', 'pay-race', 10, 'EUR')")
+		})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"order_id": "O-RACE", "status": "paid", "payment_id": "pay-race", "amount": "12.00", "currency": "EUR"}`)
+	}))
+	t.Cleanup(gw.Close)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gw.URL, Retries: gateway.NoRetries}})
+	a := site.resolve(t, operator, id, "refund", site.token(t, operator), nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "refund not claimed: the conflict got another amount or currency")
+	c := readConflict(t, s.DB, id)
+	require.Equal(t, "open", c.State, "nothing claimed")
+	require.Zero(t, c.Events)
+	// Asked again, the gateway's 12.00 contradicts the 10 recorded now.
+	a = site.resolve(t, operator, id, "refund", site.token(t, operator), nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "more than the 10 confirmed here")
+	require.Equal(t, "open", readConflict(t, s.DB, id).State)
 }

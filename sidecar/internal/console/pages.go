@@ -383,13 +383,32 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		note = &n
 	}
 
+	// A refund claimed is of the conflict's amount as it is then: read
+	// before the gateway is asked, and again in the claim's transaction, so
+	// that an amount a confirmation gave it meanwhile (which the gateway's
+	// answer was not compared with) claims nothing.
+	var seen *money
+	if resolution == "refund" && h.cfg.Gateway != nil {
+		m, err := h.conflictMoney(r.Context(), h.cfg.Pool, id)
+		if err != nil {
+			h.dbFail(w, r, "read the conflict", err)
+			return
+		}
+		seen = &m
+	}
 	if resolution == "reinstate" && !h.gatewayHolds(w, r, u, id) {
 		return
 	}
 	if resolution == "refund" && !h.gatewayRefundable(w, r, u, id) {
 		return
 	}
-	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note)
+	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note, seen)
+	if errors.Is(err, errConflictChanged) {
+		h.logger.Info("console: refund not claimed: the conflict changed while the gateway was asked", "user", u.Name, "conflict_id", id)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts",
+			Error: "refund not claimed: the conflict got another amount or currency (a confirmation) while the gateway was asked. Nothing was resolved: look at it again, then decide."})
+		return
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT) {
@@ -434,6 +453,11 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 	switch {
 	case err == nil:
 		return true
+	case errors.Is(err, worker.ErrPartlyHeld):
+		h.logger.Warn("console: reinstatement refused: the gateway holds only part of the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. Find out at the gateway where the rest went (a refund made there?), settle what it still holds there by hand, then resolve the conflict as manual with a note."})
+		return false
 	case errors.Is(err, worker.ErrNotHeld):
 		h.logger.Warn("console: reinstatement refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
@@ -489,6 +513,12 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 			". Nothing was resolved: the refund would name the amount recorded here. Refund the payment at the gateway by hand, then resolve the conflict as manual with a note."})
 		return false
 	}
+	if errors.Is(err, worker.ErrPartlyHeld) {
+		h.logger.Warn("console: refund refused: the gateway holds only part of the payment", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
+			". Nothing was resolved: a refund of the amount recorded here would give back more than the gateway holds. Refund what it still holds there by hand, then resolve the conflict as manual with a note."})
+		return false
+	}
 	if errors.Is(err, worker.ErrNotHeld) {
 		h.logger.Warn("console: refund refused: the gateway no longer holds the payment", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
@@ -500,15 +530,53 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded
 // for this transaction only.
-func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string, note *string) (string, error) {
+// With seen, it is committed only when the conflict's amount and currency
+// are still seen's (errConflictChanged otherwise, nothing resolved).
+func (h *Handler) resolveConflict(ctx context.Context, actor string, id int64, resolution string, note *string, seen *money) (string, error) {
 	var outcome string
 	err := h.act(ctx, actor, func(ctx context.Context, tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2, $3)`, id, resolution, note).Scan(&outcome)
+		if err := tx.QueryRow(ctx, `SELECT ordertimeout.resolve_conflict($1, $2, $3)`, id, resolution, note).Scan(&outcome); err != nil {
+			return err
+		}
+		if seen == nil {
+			return nil
+		}
+		now, err := h.conflictMoney(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if now != *seen {
+			return errConflictChanged
+		}
+		return nil
 	})
+	if errors.Is(err, errConflictChanged) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
 	}
 	return outcome, nil
+}
+
+// money is a conflict's amount and currency as text ("" for none).
+type money struct{ amount, currency string }
+
+// errConflictChanged says a conflict's amount or currency changed between
+// the gateway's check and the claim of its refund.
+var errConflictChanged = errors.New("the conflict changed while the gateway was asked")
+
+// conflictMoney reads conflict id's amount and currency.
+func (h *Handler) conflictMoney(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, id int64) (money, error) {
+	var m money
+	err := db.QueryRow(ctx, `SELECT coalesce(amount::text, ''), coalesce(currency, '') FROM ordertimeout.conflict_info($1)`, id).
+		Scan(&m.amount, &m.currency)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, nil // unknown: resolve_conflict says so (OT130)
+	}
+	return m, err
 }
 
 // act runs f in a transaction whose ordertimeout.actor is actor, within

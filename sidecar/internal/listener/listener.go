@@ -183,8 +183,9 @@ func (l *Listener) scanLoop(ctx context.Context) {
 // queue inserts a resolve job for each conflict that needs the sidecar (up to
 // Backlog, oldest first) and returns how many it asked for: every conflict
 // claimed for a refund, and the open ones unless their policy leaves them to
-// a person (late_payment manual, the payment method's or the settings'),
-// which would only make jobs that do nothing. conflicts_to_resolve applies
+// a person (late_payment manual, the payment method's or the settings'), or
+// that the sidecar handed to a person (hand_over_conflict), which would only
+// make jobs that do nothing. conflicts_to_resolve applies
 // the limit to these alone, so conflicts left to a person never hide them.
 func (l *Listener) queue(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -17,19 +17,25 @@ import (
 // A late payment of the order's exact amount that a person then refunded at
 // the gateway (a buyer who asked support for their money back after the
 // cancel) is not reinstated: the order would be PAID for money the shop no
-// longer has (invariant 7). Nor does the sidecar refund it a second time: the
-// conflict is handed to a person (resolution manual, the gateway's answer in
-// its note), counted as not_held. Before, the resolve
-// worker reinstated every late payment of the exact amount without asking
-// the gateway, and both orders below ended PAID.
+// longer has (invariant 7). Nor does the sidecar refund it a second time.
+// Refunded in full, the conflict is resolved manual for a person (the
+// gateway's answer in its note), counted as not_held; refunded in part, it
+// is handed to a person and stays open (the rest is still held), counted as
+// partly_held. Before, the resolve worker reinstated every late payment of
+// the exact amount without asking the gateway, and both orders below ended
+// PAID.
 func TestLatePaymentRefundedAtTheGatewayIsNotReinstated(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		refunded gateway.Amount // "" refunds all of it
+		outcome  string
+		row      string // the conflict afterwards
 	}{
-		{name: "refunded in full"},
-		{name: "refunded in part", refunded: "4.00"},
+		{name: "refunded in full", outcome: "not_held", row: `resolution = 'manual'
+			AND note LIKE 'sidecar: not reinstated nor refunded: the gateway no longer holds%'`},
+		{name: "refunded in part", refunded: "4.00", outcome: "partly_held", row: `state = 'open'
+			AND handed_over_why LIKE 'sidecar: not reinstated nor refunded: the gateway holds only part%6.00 of payment%'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -45,12 +51,11 @@ func TestLatePaymentRefundedAtTheGatewayIsNotReinstated(t *testing.T) {
 
 			s, _ := sidecartest.Start(t, e.config("s1"))
 			sidecartest.Eventually(t, 20*time.Second, "the resolve job to find the money gone", func() (bool, error) {
-				return sidecartest.Metric(t, s.Registry(), "ordertimeout_conflicts_resolved_total", "outcome", "not_held") == 1, nil
+				return sidecartest.Metric(t, s.Registry(), "ordertimeout_conflicts_resolved_total", "outcome", tc.outcome) == 1, nil
 			})
 			require.Equal(t, "CANCELLED", sidecartest.Status(t, e.db, "NH1"), "not reinstated")
 			require.EqualValues(t, 1, sidecartest.Int(t, e.db, `SELECT count(*) FROM ordertimeout.conflicts
-				WHERE order_id = 'NH1' AND resolution = 'manual'
-				  AND note LIKE 'sidecar: not reinstated nor refunded: the gateway no longer holds%'`), "handed to a person, the reason in the note")
+				WHERE order_id = 'NH1' AND `+tc.row), "handed to a person, the reason kept")
 			require.Zero(t, e.fake.Stats().RefundRequests, "not refunded a second time")
 		})
 	}

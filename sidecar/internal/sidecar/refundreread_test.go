@@ -17,33 +17,28 @@ import (
 
 // A late payment recorded without an amount may learn it between the
 // resolve job's first read of the conflict and its claim of the refund (a
-// confirmation that brings the amount). Once claimed, the amount no longer
-// changes: the job reads the conflict again and refunds that amount. Before,
-// it refunded with the amount read first (none: the whole payment), and a
-// retry under the same idempotency key would have sent the amount, which a
-// gateway such as Stripe refuses as another request. The learning is made
-// to come at the claim by a trigger on the conflict's claim, the moment the
-// window is open.
+// confirmation that brings the amount while the gateway is asked). The claim
+// reads the conflict in its own transaction: changed since the gateway was
+// asked, nothing is claimed and the job asks again, and the refund then
+// carries the amount. Before, the claim went on; earlier still
+// the refund carried the amount read first (none: the whole payment),
+// and a retry under the same idempotency key would have sent the amount,
+// which a gateway such as Stripe refuses as another request. The
+// confirmation is made to land inside the gateway's first answer.
 func TestRefundSendsTheAmountOfTheClaimedConflict(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(late_payment => 'refund')")
 	sidecartest.CreateOrder(t, e.db, "RR1", time.Hour, `{"amount": 10, "currency": "EUR"}`)
 	sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('RR1')")
-	sidecartest.Exec(t, e.db, `CREATE FUNCTION public.learn_at_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF OLD.state = 'open' AND NEW.state = 'refunding' AND NEW.amount IS NULL THEN
-				NEW.amount := 7.5;
-				NEW.currency := 'EUR';
-			END IF;
-			RETURN NEW;
-		END $$`)
-	sidecartest.Exec(t, e.db, `CREATE TRIGGER learn_at_claim BEFORE UPDATE ON ordertimeout.conflicts
-		FOR EACH ROW EXECUTE FUNCTION public.learn_at_claim()`)
 
+	var learn sync.Once
 	var mu sync.Mutex
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/orders/RR1" {
+			learn.Do(func() { sidecartest.Exec(t, e.db, "SELECT ordertimeout.confirm_payment('RR1', 'PRR1', 7.5, 'EUR')") })
+		}
 		if r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" {
 			b, _ := io.ReadAll(r.Body)
 			mu.Lock()

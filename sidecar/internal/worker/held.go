@@ -11,14 +11,21 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 )
 
-// ErrNotHeld marks a late payment the gateway says it no longer holds: it
+// ErrNotHeld marks a payment the gateway says it no longer holds: it
 // answered that the payment failed (refunded in full there, as the contract
-// words it), or named this very payment with another amount (refunded in
-// part). Such a payment is never reinstated: the order would be PAID for
+// words it). Such a payment is never reinstated: the order would be PAID for
 // money the shop does not have. Nor is it refunded by the sidecar (a second
-// refund of money given back already); a person decides, and the conflict
-// stays open for them.
+// refund of money given back already): the resolve worker resolves the
+// conflict manual, with the gateway's answer as its note.
 var ErrNotHeld = errors.New("the gateway no longer holds the late payment's money")
+
+// ErrPartlyHeld marks a payment the gateway holds less of than recorded
+// here, in the same currency: part of it was given back there (a person's
+// refund in part). Neither reinstated nor refunded (a refund of the amount
+// recorded here would give back more than is held, or be refused); the
+// resolve worker hands the conflict to a person, open: the rest is still
+// held.
+var ErrPartlyHeld = errors.New("the gateway holds only part of the late payment's money")
 
 // ErrCannotTell marks an answer that neither confirms nor denies that the
 // gateway holds the late payment: pending, another payment of the order
@@ -26,7 +33,10 @@ var ErrNotHeld = errors.New("the gateway no longer holds the late payment's mone
 // make two conflicts), or an answer that cannot be used (a refused request:
 // an expired key; a malformed answer; a 404 for a record expired there).
 // Nothing is reinstated on it: the resolve worker asks again, HeldAsks
-// times at most, then leaves the conflict open for a person.
+// times at most, then hands the conflict to a person (hand_over_conflict:
+// open, left alone by the sidecar). A refund is not claimed on it either
+// when the answer is about this very payment (a driver that reads payments
+// by id, or the payment named).
 var ErrCannotTell = errors.New("the gateway does not tell whether it still holds the late payment")
 
 // ErrOtherCurrency marks a late payment the gateway holds in another currency
@@ -46,7 +56,7 @@ var ErrOtherCurrency = errors.New("the gateway holds the late payment in another
 var ErrOtherAmount = errors.New("the gateway's record of the payment contradicts the amount recorded here")
 
 // HeldAsks is how many times the resolve worker asks a gateway that cannot
-// tell (ErrCannotTell) before it leaves the conflict for a person: with the
+// tell (ErrCannotTell) before it hands the conflict to a person: with the
 // snoozes doubling from a second, about eight minutes. The answers are
 // counted on the job (its metadata), apart from its snoozes for other
 // reasons.
@@ -55,7 +65,8 @@ const HeldAsks = 10
 // CheckHeld asks gw, before conflict id is reinstated, whether it still
 // holds the late payment's money: nil when it does, or when it answers
 // "none" for the order (unknown, never "not paid"); an error wrapping
-// ErrNotHeld, ErrCannotTell or ErrOtherCurrency otherwise, or a gateway
+// ErrNotHeld, ErrPartlyHeld, ErrOtherAmount, ErrCannotTell or
+// ErrOtherCurrency otherwise, or a gateway
 // error (the gateway unavailable or throttled) or a database error, after
 // which nothing may be reinstated yet. The gateway is not asked about a
 // conflict that cannot be reinstated anyway (resolve_conflict refuses it,
@@ -80,7 +91,7 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 // holds).
 func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
 	err := checkConflict(ctx, gw, db, id, true)
-	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrOtherAmount) {
+	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrPartlyHeld) || errors.Is(err, ErrOtherAmount) {
 		return err
 	}
 	return nil
@@ -177,9 +188,16 @@ func askHeld(ctx context.Context, gw gateway.Gateway, c conflict, o orderOf) (ga
 	case c.Currency != nil && g.Currency != "" && string(g.Currency) != *c.Currency:
 		return g, fmt.Errorf("%w: payment %q is in %s at the gateway, in %s here",
 			ErrOtherCurrency, c.PaymentID, g.Currency, *c.Currency)
-	case c.Amount != nil && g.Amount != "" && lessAmount(string(g.Amount), *c.Amount):
+	case c.Amount != nil && g.Amount != "" && lessAmount(string(g.Amount), *c.Amount) &&
+		(c.Currency == nil || string(g.Currency) == *c.Currency):
 		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, confirmed here as %s (refunded in part there?)",
-			ErrNotHeld, g.Amount, c.PaymentID, *c.Amount)
+			ErrPartlyHeld, g.Amount, c.PaymentID, *c.Amount)
+	case c.Amount != nil && g.Amount != "" && lessAmount(string(g.Amount), *c.Amount):
+		// Less, in a currency the gateway does not name: perhaps the
+		// same money in another currency (10.00 USD recorded as 1000
+		// JPY), not a refund in part.
+		return g, fmt.Errorf("%w: the gateway holds %s of payment %q in a currency it does not name, %s %s here: a refund of %s would not be this payment",
+			ErrOtherAmount, g.Amount, c.PaymentID, *c.Amount, *c.Currency, *c.Amount)
 	case c.Amount != nil && g.Amount != "" && !sameAmount(string(g.Amount), *c.Amount):
 		return g, fmt.Errorf("%w: the gateway holds %s of payment %q, more than the %s confirmed here: a refund of %s would give back part of it",
 			ErrOtherAmount, g.Amount, c.PaymentID, *c.Amount, *c.Amount)

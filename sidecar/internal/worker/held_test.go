@@ -28,10 +28,13 @@ type byPayment struct {
 	asked   [][]string
 	byID    bool     // says it answers about the payment asked about (Stripe)
 	refunds []string // the payment ids refunded
+	amounts []gateway.Amount
+	before  func() // runs in each Order call before it answers
 }
 
 func (g *byPayment) Refund(_ context.Context, req gateway.RefundRequest) (gateway.Refund, error) {
 	g.refunds = append(g.refunds, req.PaymentID)
+	g.amounts = append(g.amounts, req.Amount)
 	return gateway.Refund{RefundID: "re_" + req.PaymentID, Status: gateway.RefundRefunded}, nil
 }
 
@@ -39,6 +42,9 @@ func (g *byPayment) AnswersByPayment() bool { return g.byID }
 
 func (g *byPayment) Order(_ context.Context, ref gateway.Ref) (gateway.Order, error) {
 	g.asked = append(g.asked, slices.Clone(ref.PaymentIDs))
+	if g.before != nil {
+		g.before()
+	}
 	if g.err != nil {
 		return gateway.Order{}, g.err
 	}
@@ -86,7 +92,8 @@ func TestCheckHeld(t *testing.T) {
 		{name: "none for the order (JSON contract): unknown", answers: map[string]gateway.Order{"": {OrderID: "H1", Status: gateway.StatusNone}}},
 		{name: "none for the payment asked about by id (Stripe: another account?)", byID: true,
 			answers: map[string]gateway.Order{"pi_d1": {OrderID: "H1", Status: gateway.StatusNone}}, want: worker.ErrCannotTell},
-		{name: "refunded in part", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "EUR")}, want: worker.ErrNotHeld},
+		{name: "refunded in part", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "EUR")}, want: worker.ErrPartlyHeld},
+		{name: "less, in a currency not named", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "2.50", "")}, want: worker.ErrOtherAmount},
 		{name: "another currency", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.50", "USD")}, want: worker.ErrOtherCurrency},
 		{name: "more than recorded here", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "12.51", "EUR")}, want: worker.ErrOtherAmount},
 		{name: "another currency and amount", answers: map[string]gateway.Order{"pi_d1": paid("pi_d1", "1250", "JPY")}, want: worker.ErrOtherAmount},
@@ -274,4 +281,94 @@ func TestRefundPolicyAsksTheGatewayFirst(t *testing.T) {
 	}
 	require.EqualValues(t, 0, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts_to_resolve()"),
 		"nothing left for the sidecar")
+}
+
+// A review found a refund claimed on an answer about another amount: the
+// conflict was read without one, a confirmation gave it 10 while the gateway
+// was asked, and the gateway answered 12.00; the refund of 10 was claimed,
+// sent and recorded, and 2.00 of the buyer's money stayed at the gateway.
+// The claim is now made with a read of the conflict in one transaction:
+// changed since the gateway was asked, nothing is claimed and the job asks
+// again, and then hands the contradiction to a person.
+func TestRefundIsNotClaimedOnAnAnswerAboutAnotherAmount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(late_payment => 'refund')")
+	sidecartest.CreateOrder(t, db, "T1", time.Hour, `{"amount": 12, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('T1')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('T1', 'pT1', NULL, NULL)")
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pT1'")
+	g := &byPayment{answers: map[string]gateway.Order{
+		"pT1": {OrderID: "T1", PaymentID: "pT1", Status: gateway.StatusPaid, Amount: "12.00", Currency: "EUR"}}}
+	g.before = func() {
+		g.before = nil
+		sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('T1', 'pT1', 10, 'EUR')")
+	}
+	outcomes := map[string]int{}
+	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
+		Outcome: func(_, o string) { outcomes[o]++ }}}
+	job := &river.Job[worker.ResolveConflictArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
+		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	require.ErrorContains(t, w.Work(ctx, job), "got another amount or currency while the gateway was asked")
+	require.Empty(t, g.refunds, "nothing sent")
+	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pT1' AND state = 'open' AND amount = 10"),
+		"nothing claimed")
+	require.NoError(t, w.Work(ctx, job))
+	require.Empty(t, g.refunds)
+	require.Equal(t, 1, outcomes["other_amount"])
+	require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+		WHERE payment_id = 'pT1' AND state = 'open' AND handed_over_why LIKE '%holds 12.00 of payment "pT1", more than the 10 confirmed here%'`))
+}
+
+// A driver that reads payments by id (Stripe) answering that it knows no
+// such payment, or that it is pending, is about this very payment: a refund
+// would be refused for ever with the conflict claimed (a review had it stuck
+// refunding, with no refund id a person could record). Under the refund
+// policy too, it is asked again, then handed to a person; never claimed.
+func TestRefundIsNotClaimedOnADoubtAboutThisPayment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(late_payment => 'refund')")
+	sidecartest.CreateOrder(t, db, "S1", time.Hour, `{"amount": 12, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('S1')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('S1', 'pi_s1', 12, 'EUR')")
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pi_s1'")
+	for _, tc := range []struct {
+		name string
+		g    *byPayment
+	}{
+		{"unknown to a driver that reads by id", &byPayment{byID: true,
+			answers: map[string]gateway.Order{"pi_s1": {OrderID: "S1", Status: gateway.StatusNone}}}},
+		{"pending, the payment named", &byPayment{
+			answers: map[string]gateway.Order{"pi_s1": {OrderID: "S1", PaymentID: "pi_s1", Status: gateway.StatusPending}}}},
+	} {
+		outcomes := map[string]int{}
+		w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: tc.g,
+			Outcome: func(_, o string) { outcomes[o]++ }}}
+		job := func(asked int) *river.Job[worker.ResolveConflictArgs] {
+			return &river.Job[worker.ResolveConflictArgs]{
+				JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+					EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)),
+					Metadata:    []byte(fmt.Sprintf(`{"ordertimeout_held_asks": %d}`, asked))},
+				Args: worker.ResolveConflictArgs{ConflictID: id}}
+		}
+		var snooze *river.JobSnoozeError
+		require.ErrorAs(t, w.Work(ctx, job(0)), &snooze, "%s: asked again", tc.name)
+		require.Empty(t, tc.g.refunds, tc.name)
+		require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_s1' AND state = 'open'"), tc.name)
+		require.NoError(t, w.Work(ctx, job(worker.HeldAsks-1)), tc.name)
+		require.Empty(t, tc.g.refunds, tc.name)
+		require.Equal(t, 1, outcomes["unconfirmed"], tc.name)
+		require.EqualValues(t, 1, sidecartest.Int(t, db, `SELECT count(*) FROM ordertimeout.conflicts
+			WHERE payment_id = 'pi_s1' AND state = 'open' AND handed_over_why IS NOT NULL`), tc.name)
+		// The next case starts from an open conflict that is the
+		// sidecar's again.
+		sidecartest.Exec(t, db, "UPDATE ordertimeout.conflicts SET handed_over_at = NULL, handed_over_why = NULL WHERE payment_id = 'pi_s1'")
+	}
 }

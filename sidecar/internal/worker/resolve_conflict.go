@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -139,13 +138,27 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		// everything else is refunded, and a refund is not even claimed
 		// when the gateway says it no longer holds the money, or its record
 		// of the payment contradicts the amount the refund would name.
-		strict := policy == "reinstate" && c.Kind == "late_payment"
 		o, err := readOrderOf(ctx, w.Pool, c)
 		var g gateway.Order
 		if err == nil {
 			g, err = askHeld(ctx, w.Gateway, c, o)
 		}
-		toRefund := !strict || !o.cancelled
+		toRefund := policy != "reinstate" || c.Kind != "late_payment" || !o.cancelled
+		// An answer that does not tell stops whatever the reinstate policy
+		// does with a late payment (reinstated, or refunded when the order
+		// was paid since: with the JSON contract, which answers for the
+		// order, a payment still held and one a person refunded there
+		// answer alike once another payment is named). It stops a refund
+		// too when it is about this very payment (a driver that reads
+		// payments by id, or the JSON contract naming it): pending, or
+		// unknown to a driver that reads by id, the gateway would refuse
+		// the refund for ever, the conflict claimed. Otherwise (the refund
+		// policy, a double payment or a mismatch, answered for the order:
+		// the JSON contract names the order's first payment for a double
+		// payment) it does not: the refund goes on, and the gateway
+		// refuses a refund of money it does not hold.
+		doubtStops := (policy == "reinstate" && c.Kind == "late_payment") ||
+			gateway.AnswersByPayment(w.Gateway) || g.PaymentID == c.PaymentID
 		switch {
 		case errors.Is(err, ErrNotHeld):
 			// Neither reinstated nor refunded, also when the order was
@@ -170,6 +183,12 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 				w.outcome(job.Kind, notHeld)
 				return nil
 			}
+		case errors.Is(err, ErrPartlyHeld):
+			// Part of it was given back there (a person's refund in part):
+			// the rest is still held, so the conflict is not closed; a
+			// refund of the amount recorded here would be refused, or give
+			// back more than is held. A person settles the rest.
+			return w.handOver(ctx, job, log, id, partlyHeld, "sidecar: not reinstated nor refunded: "+err.Error())
 		case errors.Is(err, ErrOtherAmount):
 			// A refund names the amount recorded here, which is not this
 			// payment's at the gateway: it would give back part of it, or
@@ -179,7 +198,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		case errors.Is(err, ErrOtherCurrency):
 			log.Info("cannot reinstate, refunding instead", "reason", err)
 			toRefund = true
-		case errors.Is(err, ErrCannotTell) && !strict:
+		case errors.Is(err, ErrCannotTell) && !doubtStops:
 			// A refund on a doubt, as before the gateway was asked: the
 			// gateway refuses a refund of money it no longer holds (the
 			// conflict then stays refunding, for a person), and a double
@@ -249,9 +268,14 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			}
 		}
 
-		// Claim the refund before the gateway is asked to make it.
-		outcome, err := w.resolve(ctx, id, "refund")
+		// Claim the refund before the gateway is asked to make it, in one
+		// transaction with a read of the conflict: a confirmation that
+		// gave it another amount (or its first) while the gateway was
+		// asked is asked about again, never refunded on the old answer.
+		outcome, changed, err := w.claimRefund(ctx, id, c)
 		switch {
+		case changed:
+			return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
 		case sqlstate.Is(err, sqlstate.ConflictResolved):
 			log.Info("conflict already resolved otherwise", "reason", err)
 			w.outcome(job.Kind, "already_resolved")
@@ -366,6 +390,11 @@ func (w *ResolveConflictWorker) countHeldAsk(ctx context.Context, job *rivertype
 // (ErrCannotTell): the conflict is handed to a person (handOver).
 const unconfirmed = "unconfirmed"
 
+// partlyHeld is the outcome counted when a payment is neither reinstated nor
+// refunded because the gateway holds only part of it (ErrPartlyHeld): the
+// conflict is handed to a person (handOver).
+const partlyHeld = "partly_held"
+
 // otherAmount is the outcome counted when a payment is neither reinstated
 // nor refunded because the gateway's record of it contradicts the amount
 // recorded here (ErrOtherAmount): a refund would name an amount that is not
@@ -381,7 +410,7 @@ const otherAmount = "other_amount"
 // on every run. An amount of at most six places is sent as written, as it
 // always was: a retry of a refund sent before sends the same request under
 // the same key. CheckHeld reads a conflict with it too.
-func readConflict(ctx context.Context, db *pgxpool.Pool, id int64, c *conflict) (bool, error) {
+func readConflict(ctx context.Context, db rowQuerier, id int64, c *conflict) (bool, error) {
 	return queryOne(ctx, db,
 		`SELECT order_id, payment_id, kind,
 		        (CASE WHEN scale(amount) > 6 THEN trim_scale(amount) ELSE amount END)::text,
@@ -449,6 +478,38 @@ func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolutio
 		return "", fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	return outcome, nil
+}
+
+// claimRefund claims conflict id for a refund (resolve_conflict(id,
+// 'refund')), committed only when the conflict's amount and currency are
+// still those of asked, the conflict as the gateway was asked about it; when
+// they are not, nothing is claimed and changed is true.
+func (w *ResolveConflictWorker) claimRefund(ctx context.Context, id int64, asked conflict) (outcome string, changed bool, err error) {
+	tx, err := w.Pool.Begin(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("claim the refund of conflict %d: %w", id, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after a commit, nothing to roll back
+	if err := tx.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, 'refund')", id).Scan(&outcome); err != nil {
+		return "", false, fmt.Errorf("resolve conflict %d as refund: %w", id, err)
+	}
+	var now conflict
+	found, err := readConflict(ctx, tx, id, &now)
+	if err != nil || !found {
+		return "", false, cmp.Or(err, fmt.Errorf("conflict %d is gone", id))
+	}
+	if !sameText(now.Amount, asked.Amount) || !sameText(now.Currency, asked.Currency) {
+		return "", true, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", false, fmt.Errorf("claim the refund of conflict %d: %w", id, err)
+	}
+	return outcome, false, nil
+}
+
+// sameText reports whether a and b are both nil or the same text.
+func sameText(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // handOver hands open conflict id to a person with hand_over_conflict and

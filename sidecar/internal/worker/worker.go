@@ -407,9 +407,14 @@ func snoozes(job *rivertype.JobRow) int {
 	return meta.Snoozes
 }
 
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // queryOne runs a query expected to return at most one row; found is false
 // when it returns none.
-func queryOne(ctx context.Context, db *pgxpool.Pool, sql string, args []any, dest ...any) (found bool, err error) {
+func queryOne(ctx context.Context, db rowQuerier, sql string, args []any, dest ...any) (found bool, err error) {
 	err = db.QueryRow(ctx, sql, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
