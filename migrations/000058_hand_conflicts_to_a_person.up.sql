@@ -497,15 +497,18 @@ BEGIN
     SET handed_over_at = v_now,
         handed_over_why = hand_over_conflict.reason
     WHERE c.conflict_id = hand_over_conflict.conflict_id;
+    -- Delivered to webhooks (conflict.handed_over): a shop routes it to the
+    -- people who decide about money.
     PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
         jsonb_build_object('conflict_id', v_conflict.conflict_id, 'payment_id', v_conflict.payment_id,
-                           'handed_over_why', hand_over_conflict.reason));
+                           'handed_over_why', hand_over_conflict.reason),
+        webhook => true);
     RETURN 'handed_over';
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.hand_over_conflict(bigint, text) IS
-    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event, and conflicts_to_resolve leaves it out until a person resolves it or claims its refund, or a confirmation gives it its amount; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';
+    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event (a conflict.handed_over webhook), and conflicts_to_resolve leaves it out until a person resolves it or claims its refund, or a confirmation gives it its amount; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';
 
 REVOKE ALL ON FUNCTION ordertimeout.conflict_info(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout.conflicts_to_resolve(integer) FROM PUBLIC;

@@ -4,7 +4,8 @@
 -- currency and amount than recorded here, which no refund of the recorded
 -- amount would give back). The conflict stays open, for a person to
 -- reinstate, refund or resolve as manual; the reason is kept on it
--- (handed_over_why) and in the order's events, and conflicts_to_resolve
+-- (handed_over_why) and in the order's events (delivered to webhooks as
+-- conflict.handed_over), and conflicts_to_resolve
 -- leaves it out from then on, so that the sidecar does not ask the gateway
 -- about it again at every rescan. A person's claim of its refund brings it
 -- back to the sidecar (state refunding), and so does a confirmation that
@@ -69,12 +70,15 @@ BEGIN
     SET handed_over_at = v_now,
         handed_over_why = hand_over_conflict.reason
     WHERE c.conflict_id = hand_over_conflict.conflict_id;
+    -- Delivered to webhooks (conflict.handed_over): a shop routes it to the
+    -- people who decide about money.
     PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
         jsonb_build_object('conflict_id', v_conflict.conflict_id, 'payment_id', v_conflict.payment_id,
-                           'handed_over_why', hand_over_conflict.reason));
+                           'handed_over_why', hand_over_conflict.reason),
+        webhook => true);
     RETURN 'handed_over';
 END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.hand_over_conflict(bigint, text) IS
-    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event, and conflicts_to_resolve leaves it out until a person resolves it or claims its refund, or a confirmation gives it its amount; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';
+    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event (a conflict.handed_over webhook), and conflicts_to_resolve leaves it out until a person resolves it or claims its refund, or a confirmation gives it its amount; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';

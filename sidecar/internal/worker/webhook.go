@@ -63,6 +63,7 @@ const (
 	TypeConflict         = "payment.conflict"
 	TypeRefunding        = "conflict.refunding"
 	TypeConflictResolved = "conflict.resolved"
+	TypeHandedOver       = "conflict.handed_over"
 	TypeExpiringSoon     = "order.expiring_soon"
 	TypeChanged          = "order.changed"
 )
@@ -217,7 +218,8 @@ func eventType(ev Event) string {
 	switch ev.Cause {
 	case "conflict":
 		var d struct {
-			Resolution string `json:"resolution"`
+			Resolution    string `json:"resolution"`
+			HandedOverWhy string `json:"handed_over_why"`
 		}
 		_ = json.Unmarshal(ev.Detail, &d)
 		switch {
@@ -225,6 +227,10 @@ func eventType(ev Event) string {
 			return TypeReinstated
 		case d.Resolution == "refunding":
 			return TypeRefunding
+		case d.Resolution == "" && d.HandedOverWhy != "":
+			// Not resolved: the sidecar left it to a person
+			// (hand_over_conflict).
+			return TypeHandedOver
 		default:
 			return TypeConflictResolved
 		}

@@ -29,6 +29,7 @@ func TestEventType(t *testing.T) {
 		{"late payment found by reconciliation", "CANCELLED", "CANCELLED", "reconcile", `{"conflict_id":9}`, TypeConflict},
 		{"mismatch on a live order", "PAYING", "PAYING", "payment", `{"conflict_id":9}`, TypeConflict},
 		{"refund started", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"resolution":"refunding"}`, TypeRefunding},
+		{"handed to a person", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"handed_over_why":"sidecar: asked 10 times"}`, TypeHandedOver},
 		{"refunded", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"resolution":"refunded"}`, TypeConflictResolved},
 		{"manual", "CANCELLED", "CANCELLED", "conflict", `{"conflict_id":7,"resolution":"manual"}`, TypeConflictResolved},
 		{"reinstated", "CANCELLED", "PAID", "conflict", `{"conflict_id":7,"resolution":"reinstated"}`, TypeReinstated},

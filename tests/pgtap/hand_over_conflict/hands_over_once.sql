@@ -11,7 +11,7 @@
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(21);
+SELECT plan(22);
 
 SELECT ordertimeout.configure(late_payment => 'reinstate');
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
@@ -54,17 +54,26 @@ SELECT results_eq(
     'conflicts_to_resolve leaves it out');
 SELECT results_eq(
     $$SELECT order_id, cause::text, detail ->> 'handed_over_why', detail ? 'resolution' FROM ordertimeout.events
-       WHERE detail ? 'handed_over_why'$$,
+       WHERE detail ? 'handed_over_why' AND order_id = 'o1'$$,
     $$VALUES ('o1', 'conflict', 'sidecar: the gateway did not tell', false)$$,
     'one event, with the reason and no resolution');
+
+-- With webhooks on, the hand-over is delivered (conflict.handed_over).
+SELECT ordertimeout.configure(webhooks => true);
+SELECT ordertimeout.hand_over_conflict(:c2, 'sidecar: held in USD');
+SELECT is(
+    (SELECT count(*)::int FROM public.river_job AS j
+      WHERE j.kind = 'ordertimeout_webhook'
+        AND (j.args ->> 'event_id')::bigint = (SELECT max(event_id) FROM ordertimeout.events WHERE detail ? 'handed_over_why')),
+    1, 'with webhooks on, the hand-over''s event is queued for delivery');
+SELECT ordertimeout.configure(webhooks => false);
 
 -- A person's refund claim brings it back to the sidecar; a person resolves.
 SELECT ordertimeout.resolve_conflict(:c1, 'refund', 'the bank confirmed the money');
 SELECT results_eq(
     $$SELECT order_id, state FROM ordertimeout.conflicts_to_resolve() ORDER BY conflict_id$$,
-    $$VALUES ('o1', 'refunding'), ('o2', 'open'), ('o4', 'refunding')$$,
-    'claimed for a refund by a person, it is the sidecar''s again');
-SELECT ordertimeout.hand_over_conflict(:c2, 'sidecar: held in USD');
+    $$VALUES ('o1', 'refunding'), ('o4', 'refunding')$$,
+    'claimed for a refund by a person, it is the sidecar''s again (o2, handed over above, is not)');
 SELECT is(ordertimeout.resolve_conflict(:c2, 'reinstate'), 'reinstated', 'a person can still reinstate one handed over');
 SELECT is((SELECT status::text FROM ordertimeout.orders WHERE order_id = 'o2'), 'PAID', 'and the order is paid');
 
