@@ -492,7 +492,11 @@ func TestSweeperDoesNotShrinkForALockWait(t *testing.T) {
 	})
 	// The stock row every order gives back: a sweep cannot pass it over.
 	tx := hold(t, db, "SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR UPDATE")
-	limited := withStatementTimeout(t, db, "400ms")
+	// 2 s, so lock waits end at 1 s: a sweep of 16 orders that the box's
+	// load (CI's test packages at once) makes slow must not reach the
+	// statement timeout before the lock wait ends (with 400 ms, one did in
+	// a CI run, and the batch shrank for a reason this test is not about).
+	limited := withStatementTimeout(t, db, "2s")
 	s := &sweep.Sweeper{Pool: limited, Batch: 16, Sessions: 1, MaxSleep: 100 * time.Millisecond, Logger: sidecartest.Logger()}
 	run(t, s)
 	sidecartest.Eventually(t, 20*time.Second, "three sweeps failed on the lock", func() (bool, error) {
