@@ -8,9 +8,10 @@
 -- conflict.handed_over), and conflicts_to_resolve
 -- leaves it out from then on, so that the sidecar does not ask the gateway
 -- about it again at every rescan. A person's claim of its refund brings it
--- back to the sidecar (state refunding), and so does a confirmation that
--- gives it its amount (confirm_payment clears the hand-over: what the
--- sidecar could not act on may have changed). A repeat is answered and keeps the
+-- back to the sidecar (state refunding). A confirmation that gives it its
+-- amount later does not: the doubt it was handed over for (the gateway did
+-- not tell) stays, and a refund of an amount the gateway never confirmed
+-- could give back part of the payment. A repeat is answered and keeps the
 -- first reason; a conflict resolved or claimed for a refund meanwhile is
 -- refused as resolve_conflict refuses it (OT133, OT134).
 CREATE FUNCTION ordertimeout.hand_over_conflict(
@@ -81,4 +82,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.hand_over_conflict(bigint, text) IS
-    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event (a conflict.handed_over webhook), and conflicts_to_resolve leaves it out until a person resolves it or claims its refund, or a confirmation gives it its amount; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';
+    'the sidecar hands an open conflict to a person: it stays open, keeps the reason (handed_over_why; OT149 when not 1-500 plain characters) and an event (a conflict.handed_over webhook), and conflicts_to_resolve leaves it out until a person resolves it or claims its refund; a repeat is answered and keeps the first reason; resolved: OT133, refunding: OT134; returns handed_over';

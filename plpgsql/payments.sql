@@ -139,11 +139,7 @@ BEGIN
                                WHEN c.kind = 'late_payment' AND v_amount IS NOT NULL AND _confirm_payment.amount <> v_amount
                                    THEN 'amount_mismatch'
                                ELSE c.kind
-                           END,
-                    -- Handed to a person (hand_over_conflict) on what the
-                    -- sidecar knew then: with the amount, it acts again.
-                    handed_over_at = NULL,
-                    handed_over_why = NULL
+                           END
                 WHERE c.conflict_id = v_conflict
                 RETURNING c.kind INTO v_kind;
                 UPDATE ordertimeout.payments AS p

@@ -77,7 +77,7 @@ COMMENT ON COLUMN ordertimeout.conflicts.cause IS
 COMMENT ON COLUMN ordertimeout.conflicts.refund_id IS 'the gateway''s id of the refund, recorded by finish_refund';
 COMMENT ON COLUMN ordertimeout.conflicts.note IS 'the note of whoever resolved it (resolve_conflict''s note), if any';
 COMMENT ON COLUMN ordertimeout.conflicts.handed_over_at IS
-    'when the sidecar handed the open conflict to a person (hand_over_conflict): from then on it no longer acts on it (conflicts_to_resolve leaves it out) until a person resolves it or claims its refund, or a confirmation gives it its amount';
+    'when the sidecar handed the open conflict to a person (hand_over_conflict): from then on it no longer acts on it (conflicts_to_resolve leaves it out) until a person resolves it or claims its refund';
 COMMENT ON COLUMN ordertimeout.conflicts.handed_over_why IS
     'why the sidecar handed the conflict to a person (the gateway''s answer that it could not act on)';
 COMMENT ON COLUMN ordertimeout.payments.currency IS

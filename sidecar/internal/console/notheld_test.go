@@ -7,12 +7,14 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 )
@@ -153,7 +155,7 @@ func TestRefundNotClaimedWhenTheConflictChangesWhileTheGatewayIsAsked(t *testing
 		Gateway: &gateway.Client{BaseURL: gw.URL, Retries: gateway.NoRetries}})
 	a := site.resolve(t, operator, id, "refund", site.token(t, operator), nil)
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
-	require.Contains(t, a.Body, "refund not claimed: the conflict got another amount or currency")
+	require.Contains(t, a.Body, "refund not made: the conflict got another amount or currency")
 	c := readConflict(t, s.DB, id)
 	require.Equal(t, "open", c.State, "nothing claimed")
 	require.Zero(t, c.Events)
@@ -162,4 +164,81 @@ func TestRefundNotClaimedWhenTheConflictChangesWhileTheGatewayIsAsked(t *testing
 	require.Equal(t, http.StatusConflict, a.Status, a.Body)
 	require.Contains(t, a.Body, "more than the 10 confirmed here")
 	require.Equal(t, "open", readConflict(t, s.DB, id).State)
+}
+
+// The same race before the console's Reinstate (a second review): the
+// gateway said it holds 10.00 of a late payment recorded without its
+// amount, and a confirmation of 12 (the order's amount) landed meanwhile;
+// the order was reinstated with 10 of 12 held. Nothing is reinstated now
+// (409), and asked again the gateway's 10.00 of 12 is refused as a refund
+// in part.
+func TestReinstateNotMadeWhenTheConflictChangesWhileTheGatewayIsAsked(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-RACE2', '[{"sku":"A","qty":1}]', interval '1 hour', '{"amount":12,"currency":"EUR"}')`)
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-RACE2', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-RACE2', 'pay-race2')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-RACE2'")
+	var once sync.Once
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-RACE2', 'pay-race2', 12, 'EUR')")
+		})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"order_id": "O-RACE2", "status": "paid", "payment_id": "pay-race2", "amount": "10.00", "currency": "EUR"}`)
+	}))
+	t.Cleanup(gw.Close)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gw.URL, Retries: gateway.NoRetries}})
+	a := site.resolve(t, operator, id, "reinstate", site.token(t, operator), nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "reinstate not made: the conflict got another amount or currency")
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, "O-RACE2"), "not reinstated")
+	a = site.resolve(t, operator, id, "reinstate", site.token(t, operator), nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "holds only part of the late payment")
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, "O-RACE2"))
+}
+
+// With Stripe's driver, a late payment whose charge is under an open
+// dispute: Reinstate and Refund are refused (409), nothing resolved. A
+// second review had Refund claimed (the worker waits the dispute out, the
+// console did not), and the claimed refund could then never be made of
+// that amount, nor at all once the dispute was lost. Stripe here is a
+// scripted HTTP server.
+func TestReinstateAndRefundRefusedWhileThePaymentIsDisputed(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-DISP', '[{"sku":"A","qty":1}]', interval '1 hour', '{"amount":12.50,"currency":"EUR"}')`)
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-DISP', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-DISP', 'pi_disp', 12.50, 'EUR')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-DISP'")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/payment_intents/pi_disp":
+			fmt.Fprint(w, `{"id": "pi_disp", "object": "payment_intent", "status": "succeeded", "amount": 1250, "amount_received": 1250,
+				"currency": "eur", "metadata": {"order_id": "O-DISP"}, "latest_charge": {"id": "ch_disp", "object": "charge",
+				"status": "succeeded", "amount": 1250, "amount_captured": 1250, "amount_refunded": 0, "disputed": true,
+				"refunds": {"object": "list", "has_more": false, "data": []}}}`)
+		case "/v1/disputes":
+			fmt.Fprint(w, `{"object": "list", "url": "/v1/disputes", "has_more": false, "data": [
+				{"id": "dp_1", "object": "dispute", "amount": 1250, "currency": "eur", "status": "needs_response", "charge": "ch_disp"}]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error": {"type": "invalid_request_error", "code": "resource_missing", "message": "No such object"}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	d, err := stripe.New(stripe.Config{Key: "sk_test_console", URL: srv.URL, Retries: -1, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(), Gateway: d})
+	for _, resolution := range []string{"reinstate", "refund"} {
+		a := site.resolve(t, operator, id, resolution, site.token(t, operator), nil)
+		require.Equal(t, http.StatusConflict, a.Status, a.Body)
+		require.Contains(t, a.Body, resolution+" refused:")
+		require.Contains(t, a.Body, "the payment is under dispute at the gateway")
+		require.Equal(t, "open", readConflict(t, s.DB, id).State, resolution)
+	}
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, "O-DISP"))
 }

@@ -383,12 +383,13 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		note = &n
 	}
 
-	// A refund claimed is of the conflict's amount as it is then: read
-	// before the gateway is asked, and again in the claim's transaction, so
-	// that an amount a confirmation gave it meanwhile (which the gateway's
-	// answer was not compared with) claims nothing.
+	// A reinstatement, or a refund claimed, is of the conflict's amount as
+	// it is then: read before the gateway is asked, and again in the
+	// resolution's transaction, so that an amount a confirmation gave it
+	// meanwhile (which the gateway's answer was not compared with)
+	// resolves nothing.
 	var seen *money
-	if resolution == "refund" && h.cfg.Gateway != nil {
+	if (resolution == "refund" || resolution == "reinstate") && h.cfg.Gateway != nil {
 		m, err := h.conflictMoney(r.Context(), h.cfg.Pool, id)
 		if err != nil {
 			h.dbFail(w, r, "read the conflict", err)
@@ -404,9 +405,9 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	outcome, err := h.resolveConflict(r.Context(), "console:"+u.Name, id, resolution, note, seen)
 	if errors.Is(err, errConflictChanged) {
-		h.logger.Info("console: refund not claimed: the conflict changed while the gateway was asked", "user", u.Name, "conflict_id", id)
+		h.logger.Info("console: not resolved: the conflict changed while the gateway was asked", "user", u.Name, "conflict_id", id, "resolution", resolution)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts",
-			Error: "refund not claimed: the conflict got another amount or currency (a confirmation) while the gateway was asked. Nothing was resolved: look at it again, then decide."})
+			Error: resolution + " not made: the conflict got another amount or currency (a confirmation) while the gateway was asked. Nothing was resolved: look at it again, then decide."})
 		return
 	}
 	if err != nil {
@@ -483,6 +484,11 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
 			". Nothing was resolved. Try again later, or check the payment at the gateway: refund it if the gateway still holds it, or resolve it as manual with a note if it does not."})
 		return false
+	case errors.Is(err, gateway.ErrDisputed):
+		h.logger.Info("console: reinstatement refused: the payment is under dispute", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "reinstate refused: " + err.Error() +
+			". Nothing was resolved. Decide once the dispute has closed: what the gateway still holds of the payment is known then."})
+		return false
 	case errors.Is(err, gateway.ErrUnavailable) || errors.Is(err, gateway.ErrThrottled) || ctx.Err() != nil:
 		h.logger.Warn("console: the gateway could not be asked before a reinstatement", "user", u.Name, "conflict_id", id, "error", err)
 		h.renderConflicts(w, r, http.StatusServiceUnavailable, page{Title: "Conflicts",
@@ -507,6 +513,12 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 	ctx, cancel := context.WithTimeout(r.Context(), gatewayTimeout)
 	defer cancel()
 	err := worker.CheckRefundable(ctx, h.cfg.Gateway, h.cfg.Pool, id)
+	if errors.Is(err, gateway.ErrDisputed) {
+		h.logger.Info("console: refund refused: the payment is under dispute", "user", u.Name, "conflict_id", id, "reason", err)
+		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
+			". Nothing was resolved: a refund claimed now could not be made until the dispute closes, nor of that amount if the dispute is lost. Decide once it has closed."})
+		return false
+	}
 	if errors.Is(err, worker.ErrOtherAmount) {
 		h.logger.Warn("console: refund refused: the gateway's record of the payment contradicts this one", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +

@@ -56,6 +56,13 @@ func AnswersByPayment(g Gateway) bool {
 type Ref struct {
 	OrderID    string
 	PaymentIDs []string
+	// Held asks what is still held of a paid payment, for a reinstatement
+	// or a refund of money that came late: a driver that knows of money
+	// taken back since besides refunds (Stripe's disputes) counts it, and
+	// while that is undecided (a dispute open) answers ErrDisputed. A
+	// payment or precancel check, or a close, does not set it: a chargeback
+	// of an order paid on time is not the timeout's matter.
+	Held bool
 }
 
 // Driver names, for --gateway.

@@ -18,6 +18,12 @@ import (
 // nothing about the money.
 var ErrUnavailable = errors.New("payment gateway unavailable")
 
+// ErrDisputed marks, with ErrUnavailable, an answer about a payment whose
+// money a dispute (a chargeback) may still take back: what the gateway
+// holds of it is known once the dispute closes. Nothing is reinstated or
+// refunded meanwhile.
+var ErrDisputed = errors.New("the payment is under dispute at the gateway")
+
 // ErrBadAnswer marks an answer the client cannot use: a 3xx or 4xx status,
 // an answer that is not exactly one JSON object (malformed, trailing data,
 // larger than MaxAnswerBytes, not UTF-8), a key twice in any object, a key

@@ -86,12 +86,15 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 // error wrapping ErrNotHeld when it says it does not (a refund would give it
 // back twice, and stay refunding for ever once the gateway refuses it), or
 // ErrOtherAmount when a refund of the amount recorded here would not be that
-// payment; nil otherwise (also when it cannot be asked or does not tell: a
+// payment, or gateway.ErrDisputed while a dispute may still take it back (a
+// refund claimed then could not be made, or not of that amount); nil
+// otherwise (also when it cannot be asked or does not tell: a
 // person decided, and a gateway refuses a refund of money it no longer
 // holds).
 func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
 	err := checkConflict(ctx, gw, db, id, true)
-	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrPartlyHeld) || errors.Is(err, ErrOtherAmount) {
+	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrPartlyHeld) || errors.Is(err, ErrOtherAmount) ||
+		errors.Is(err, gateway.ErrDisputed) {
 		return err
 	}
 	return nil
@@ -143,7 +146,7 @@ func askHeld(ctx context.Context, gw gateway.Gateway, c conflict, o orderOf) (ga
 	// second late payment, which a review had answer paid for a first one
 	// refunded in full). The JSON contract answers for the order: its
 	// failed or none is this payment's only when the order has no other.
-	ref := gateway.Ref{OrderID: c.OrderID, PaymentIDs: []string{c.PaymentID}}
+	ref := gateway.Ref{OrderID: c.OrderID, PaymentIDs: []string{c.PaymentID}, Held: true}
 	g, err := gw.Order(ctx, ref)
 	if errors.Is(err, gateway.ErrBadAnswer) || errors.Is(err, gateway.ErrBadRequest) {
 		// Counted as a bad answer by the worker (a refused request, too:

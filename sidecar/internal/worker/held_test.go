@@ -372,3 +372,39 @@ func TestRefundIsNotClaimedOnADoubtAboutThisPayment(t *testing.T) {
 		sidecartest.Exec(t, db, "UPDATE ordertimeout.conflicts SET handed_over_at = NULL, handed_over_why = NULL WHERE payment_id = 'pi_s1'")
 	}
 }
+
+// The same race before a reinstatement (a second review): the gateway said
+// it holds 10.00 of a late payment recorded without its amount, and a
+// confirmation gave it 12 (the order's amount) meanwhile; the order was
+// reinstated, PAID, with 10 of 12 held. The reinstatement is now made in
+// one transaction with a read of the conflict: nothing is reinstated, and
+// asked again, the gateway's 10.00 of 12 is a refund in part, handed over.
+func TestReinstateIsNotMadeOnAnAnswerAboutAnotherAmount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "RR", time.Hour, `{"amount": 12, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('RR')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('RR', 'pi_rr', NULL, NULL)")
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pi_rr'")
+	g := &byPayment{byID: true, answers: map[string]gateway.Order{
+		"pi_rr": {OrderID: "RR", PaymentID: "pi_rr", Status: gateway.StatusPaid, Amount: "10.00", Currency: "EUR"}}}
+	g.before = func() {
+		g.before = nil
+		sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('RR', 'pi_rr', 12, 'EUR')")
+	}
+	outcomes := map[string]int{}
+	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
+		Outcome: func(_, o string) { outcomes[o]++ }}}
+	job := &river.Job[worker.ResolveConflictArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
+		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	require.ErrorContains(t, w.Work(ctx, job), "got another amount or currency while the gateway was asked")
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "RR"), "not reinstated")
+	require.NoError(t, w.Work(ctx, job))
+	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "RR"))
+	require.Equal(t, 1, outcomes["partly_held"])
+	require.Empty(t, g.refunds)
+}

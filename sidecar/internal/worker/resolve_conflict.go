@@ -233,7 +233,14 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			return retry(ctx, w.Deps, job, true, err)
 		}
 		if !toRefund {
-			outcome, err := w.resolve(ctx, id, "reinstate")
+			// In one transaction with a read of the conflict, as the
+			// refund's claim: a confirmation that gave it another amount
+			// while the gateway was asked (10.00 held, 12 confirmed since)
+			// reinstates nothing, and the job asks again.
+			outcome, changed, err := w.resolveChecked(ctx, id, "reinstate", c)
+			if changed {
+				return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
+			}
 			if sqlstate.Is(err, sqlstate.CannotReinstate) && c.Amount == nil {
 				// A late payment recorded without its amount cannot be
 				// reinstated: the gateway's answer above may give it
@@ -247,7 +254,12 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 					if found, rerr := readConflict(ctx, w.Pool, id, &c); rerr != nil || !found {
 						return retry(ctx, w.Deps, job, true, cmp.Or(rerr, fmt.Errorf("conflict %d is gone: read again", id)))
 					}
-					outcome, err = w.resolve(ctx, id, "reinstate")
+					// Learned from g itself: the amount the gateway
+					// answered, the one compared with.
+					outcome, changed, err = w.resolveChecked(ctx, id, "reinstate", c)
+					if changed {
+						return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
+					}
 				}
 			}
 			switch {
@@ -272,7 +284,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		// transaction with a read of the conflict: a confirmation that
 		// gave it another amount (or its first) while the gateway was
 		// asked is asked about again, never refunded on the old answer.
-		outcome, changed, err := w.claimRefund(ctx, id, c)
+		outcome, changed, err := w.resolveChecked(ctx, id, "refund", c)
 		switch {
 		case changed:
 			return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
@@ -480,18 +492,21 @@ func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolutio
 	return outcome, nil
 }
 
-// claimRefund claims conflict id for a refund (resolve_conflict(id,
-// 'refund')), committed only when the conflict's amount and currency are
+// resolveChecked resolves conflict id as resolution (reinstate, or refund:
+// the claim), committed only when the conflict's amount and currency are
 // still those of asked, the conflict as the gateway was asked about it; when
-// they are not, nothing is claimed and changed is true.
-func (w *ResolveConflictWorker) claimRefund(ctx context.Context, id int64, asked conflict) (outcome string, changed bool, err error) {
+// they are not, nothing is resolved and changed is true. resolve_conflict
+// locks the conflict first, and a confirmation learns an amount only on a
+// conflict it can lock (SKIP LOCKED, else 40001): the read after it is what
+// is committed.
+func (w *ResolveConflictWorker) resolveChecked(ctx context.Context, id int64, resolution string, asked conflict) (outcome string, changed bool, err error) {
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return "", false, fmt.Errorf("claim the refund of conflict %d: %w", id, err)
+		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit, nothing to roll back
-	if err := tx.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, 'refund')", id).Scan(&outcome); err != nil {
-		return "", false, fmt.Errorf("resolve conflict %d as refund: %w", id, err)
+	if err := tx.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2)", id, resolution).Scan(&outcome); err != nil {
+		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	var now conflict
 	found, err := readConflict(ctx, tx, id, &now)
@@ -502,7 +517,7 @@ func (w *ResolveConflictWorker) claimRefund(ctx context.Context, id int64, asked
 		return "", true, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return "", false, fmt.Errorf("claim the refund of conflict %d: %w", id, err)
+		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	return outcome, false, nil
 }

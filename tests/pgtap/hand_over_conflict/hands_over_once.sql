@@ -4,8 +4,9 @@
 -- so that the sidecar does not ask the gateway about it again at every
 -- rescan. A repeat is answered and keeps the first reason. A person can
 -- still resolve it; a person's claim of its refund brings it back to the
--- sidecar, and so does a confirmation that gives it its amount (what the
--- sidecar could not act on may have changed). A conflict resolved or being refunded is refused (OT133, OT134),
+-- sidecar; a confirmation that gives it its amount later does not (the
+-- doubt stays: a refund of an amount the gateway never confirmed could give
+-- back part of the payment). A conflict resolved or being refunded is refused (OT133, OT134),
 -- an unknown one OT130, a bad reason OT149 or OT100, each writing nothing.
 -- The app role may not call it; the sidecar may.
 BEGIN;
@@ -77,18 +78,18 @@ SELECT results_eq(
 SELECT is(ordertimeout.resolve_conflict(:c2, 'reinstate'), 'reinstated', 'a person can still reinstate one handed over');
 SELECT is((SELECT status::text FROM ordertimeout.orders WHERE order_id = 'o2'), 'PAID', 'and the order is paid');
 
--- A conflict handed over without its amount: the amount learned brings it
--- back to the sidecar.
+-- A conflict handed over without its amount stays handed over when the
+-- amount is learned.
 SELECT ordertimeout.create_order('o5', '[{"sku": "A", "qty": 1}]', NULL, '{"amount": 5, "currency": "EUR"}');
 SELECT ordertimeout.cancel_order('o5');
 SELECT ordertimeout.confirm_payment('o5', 'p-o5');
 SELECT ordertimeout.hand_over_conflict((SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'o5'), 'sidecar: pending');
 SELECT is(ordertimeout.confirm_payment('o5', 'p-o5', 7, 'EUR'), 'conflict', 'the amount learned');
 SELECT results_eq(
-    $$SELECT kind, handed_over_at IS NULL, handed_over_why IS NULL, order_id IN (SELECT order_id FROM ordertimeout.conflicts_to_resolve())
+    $$SELECT kind, handed_over_why, order_id IN (SELECT order_id FROM ordertimeout.conflicts_to_resolve())
         FROM ordertimeout.conflicts WHERE order_id = 'o5'$$,
-    $$VALUES ('amount_mismatch', true, true, true)$$,
-    'with its amount, it is the sidecar''s again');
+    $$VALUES ('amount_mismatch', 'sidecar: pending', false)$$,
+    'with its amount, it is still the person''s');
 
 SET LOCAL ROLE ordertimeout_app;
 SELECT throws_ok(format('SELECT ordertimeout.hand_over_conflict(%s, %L)', :c1, 'why'), '42501', NULL, 'the app role may not hand over');

@@ -16,11 +16,14 @@
 //     exactly from Stripe's minor units (see Major), and its currency; one
 //     refunded in full (in Stripe's dashboard, say) holds no money and is
 //     StatusFailed; while one of its refunds is pending, nothing can be
-//     said (ErrUnavailable). A charge Stripe says was disputed has its
-//     disputes listed: one lost by the shop took its amount back (less is
-//     held, or nothing: StatusFailed), one still open (or an inquiry) may
-//     take it, so nothing can be said (ErrUnavailable); won, prevented and
-//     closed inquiries take nothing. One the buyer can still pay (requires_*, processing, an
+//     said (ErrUnavailable). Asked what is still held of a payment
+//     (gateway.Ref.Held: before a reinstatement or a refund of money that
+//     came late), a charge Stripe says was disputed has its disputes
+//     listed: one lost by the shop took its amount back (less is held, or
+//     nothing: StatusFailed), one still open (or an inquiry) may take it,
+//     so nothing can be said (ErrDisputed with ErrUnavailable); won,
+//     prevented and closed inquiries take nothing. Checks and closes do
+//     not read disputes. One the buyer can still pay (requires_*, processing, an
 //     open session) is StatusPending; canceled / expired is StatusFailed.
 //     An order with no recorded payment is looked up by the metadata with
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
@@ -260,6 +263,13 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 	if err != nil {
 		return gateway.Order{}, err
 	}
+	if ref.Held {
+		for i := range ps {
+			if ps[i], err = d.disputes(ctx, ps[i]); err != nil {
+				return gateway.Order{}, err
+			}
+		}
+	}
 	o := gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusNone}
 	for _, p := range ps {
 		switch {
@@ -447,8 +457,15 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 		return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
 	}
 	p, err := d.retrieve(ctx, req.OrderID, req.PaymentID)
+	if err == nil {
+		p, err = d.disputes(ctx, p)
+	}
 	if err != nil {
 		return gateway.Refund{}, err
+	}
+	if p.status == gateway.StatusFailed && p.lost > 0 {
+		return gateway.Refund{}, fmt.Errorf("payment %q was taken back by disputes lost (%d of %d %s, %d refunded): nothing to refund, not sent: %w",
+			req.PaymentID, p.lost, p.received, p.stripeCurrency, p.refunded, gateway.ErrBadRequest)
 	}
 	if p.status == gateway.StatusNone {
 		return gateway.Refund{}, fmt.Errorf("Stripe knows no payment %q: %w", req.PaymentID, gateway.ErrBadRequest)
@@ -936,16 +953,10 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 	if err != nil {
 		return payment{}, fmt.Errorf("retrieve %s: %w", id, classify(err))
 	}
-	var p payment
 	if pi != nil {
-		p, err = fromIntent(orderID, id, pi)
-	} else {
-		p, err = fromSession(orderID, id, cs)
+		return fromIntent(orderID, id, pi)
 	}
-	if err != nil {
-		return payment{}, err
-	}
-	return d.disputes(ctx, p)
+	return fromSession(orderID, id, cs)
 }
 
 // MaxDisputes bounds how many disputes of one charge are read.
@@ -978,23 +989,35 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 		if n++; n > MaxDisputes {
 			return payment{}, fmt.Errorf("charge %s of %s has more than %d disputes: %w", p.disputedCharge, p.id, MaxDisputes, gateway.ErrBadAnswer)
 		}
+		if dp.Charge == nil || dp.Charge.ID != p.disputedCharge {
+			return payment{}, fmt.Errorf("asked for the disputes of charge %s of %s, dispute %s is about another: %w",
+				p.disputedCharge, p.id, quote(dp.ID), gateway.ErrBadAnswer)
+		}
 		switch dp.Status {
 		case stripeapi.DisputeStatusWon, stripeapi.DisputeStatusPrevented, stripeapi.DisputeStatusWarningClosed:
 		case stripeapi.DisputeStatusLost:
-			if dp.Amount <= 0 {
-				return payment{}, fmt.Errorf("dispute %s of %s was lost with amount %d: %w", quote(dp.ID), p.id, dp.Amount, gateway.ErrBadAnswer)
+			if !strings.EqualFold(string(dp.Currency), string(p.stripeCurrency)) {
+				return payment{}, fmt.Errorf("dispute %s of %s was lost in %s, the charge is in %s: %w",
+					quote(dp.ID), p.id, quote(string(dp.Currency)), quote(string(p.stripeCurrency)), gateway.ErrBadAnswer)
+			}
+			// Checked before it is added: never more than the charge
+			// still held, and no overflow.
+			if dp.Amount <= 0 || dp.Amount > p.received-p.refunded-lost {
+				return payment{}, fmt.Errorf("dispute %s of %s was lost with amount %d, and the charge held %d: %w",
+					quote(dp.ID), p.id, dp.Amount, p.received-p.refunded-lost, gateway.ErrBadAnswer)
 			}
 			lost += dp.Amount
 		case stripeapi.DisputeStatusNeedsResponse, stripeapi.DisputeStatusUnderReview,
 			stripeapi.DisputeStatusWarningNeedsResponse, stripeapi.DisputeStatusWarningUnderReview:
-			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w",
-				quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrUnavailable)
+			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w: %w",
+				quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrDisputed, gateway.ErrUnavailable)
 		default:
 			return payment{}, fmt.Errorf("dispute %s of %s has status %s: %w", quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrBadAnswer)
 		}
 	}
 	if n == 0 {
-		return payment{}, fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w", p.disputedCharge, p.id, gateway.ErrUnavailable)
+		return payment{}, fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w: %w",
+			p.disputedCharge, p.id, gateway.ErrDisputed, gateway.ErrUnavailable)
 	}
 	if lost == 0 {
 		return p, nil
@@ -1031,9 +1054,6 @@ func (d *Driver) search(ctx context.Context, orderID string) ([]payment, error) 
 			continue // not exactly this order
 		}
 		p, err := fromIntent(orderID, pi.ID, pi)
-		if err == nil {
-			p, err = d.disputes(ctx, p)
-		}
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -868,16 +869,23 @@ func TestRefundedAtStripe(t *testing.T) {
 
 // A charge the buyer's bank disputed: a review found it read as paid in
 // full, and a late payment under dispute could be reinstated, the order PAID
-// for money the bank was taking back. Its disputes are read now: one still
-// open may take the money, so nothing can be said (asked again later), as
-// with a refund on its way; one lost took its amount (less held, or none:
-// failed); one won took nothing. A refund of the whole payment is not sent
-// while a dispute is open, nor for more than a lost dispute left.
+// for money the bank was taking back. Asked what is still held of it
+// (gateway.Ref.Held: before a reinstatement or a refund), its disputes are
+// read: one still open may take the money, so nothing can be said (asked
+// again later, ErrDisputed), as with a refund on its way; one lost took its
+// amount (less held, or none: failed); one won took nothing. A refund is not
+// sent while a dispute is open, nor for more than a lost dispute left, nor
+// at all once disputes took it all. Checks and closes do not read disputes
+// (a second review had an open dispute stop the close of the order's other
+// payments): a chargeback of an order paid on time is not the timeout's
+// matter. Answers about another charge or currency, or losing more than
+// the charge held, are bad answers.
 func TestDisputedAtStripe(t *testing.T) {
 	t.Parallel()
 	s, url := newScripted(t)
 	d := newDriver(t, url)
-	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_d"}}
+	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_d"}, Held: true}
+	check := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_d"}}
 	pi := refunded("pi_d", 1250, 0, "eur", "A1")
 	var body map[string]any
 	require.NoError(t, json.Unmarshal([]byte(pi.body), &body))
@@ -888,17 +896,24 @@ func TestDisputedAtStripe(t *testing.T) {
 	disputes := func(ds ...string) answer {
 		return answer{200, `{"object": "list", "url": "/v1/disputes", "has_more": false, "data": [` + strings.Join(ds, ",") + `]}`}
 	}
-	dispute := func(id, status string, amount int) string {
-		return fmt.Sprintf(`{"id": %q, "object": "dispute", "amount": %d, "currency": "eur", "status": %q, "charge": %q}`, id, amount, status, ch["id"])
+	disputeOf := func(charge, id, status string, amount int64, currency string) string {
+		return fmt.Sprintf(`{"id": %q, "object": "dispute", "amount": %d, "currency": %q, "status": %q, "charge": %q}`, id, amount, currency, status, charge)
+	}
+	dispute := func(id, status string, amount int64) string {
+		return disputeOf(ch["id"].(string), id, status, amount, "eur")
 	}
 
 	for _, status := range []string{"needs_response", "under_review", "warning_needs_response", "warning_under_review"} {
 		s.set("GET /v1/disputes", disputes(dispute("dp_1", status, 1250)))
 		_, err := d.Order(bg, ref)
 		require.ErrorIs(t, err, gateway.ErrUnavailable, status)
+		require.ErrorIs(t, err, gateway.ErrDisputed, status)
 		require.Contains(t, err.Error(), `dispute "dp_1" of pi_d is "`+status+`" at Stripe`)
 		_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_d", Amount: "12.50", IdempotencyKey: "pi_d"})
-		require.ErrorIs(t, err, gateway.ErrUnavailable, "no refund while a dispute is open: %s", status)
+		require.ErrorIs(t, err, gateway.ErrDisputed, "no refund while a dispute is open: %s", status)
+		o, err := d.Order(bg, check)
+		require.NoError(t, err, "a check does not read disputes")
+		require.Equal(t, gateway.StatusPaid, o.Status)
 	}
 	s.mu.Lock()
 	require.Equal(t, ch["id"], s.queries[1].Get("charge"), "the disputes of the payment's charge")
@@ -906,7 +921,7 @@ func TestDisputedAtStripe(t *testing.T) {
 
 	s.set("GET /v1/disputes", disputes())
 	_, err := d.Order(bg, ref)
-	require.ErrorIs(t, err, gateway.ErrUnavailable, "disputed, none listed yet")
+	require.ErrorIs(t, err, gateway.ErrDisputed, "disputed, none listed yet")
 
 	s.set("GET /v1/disputes", disputes(dispute("dp_1", "won", 1250), dispute("dp_2", "warning_closed", 1250)))
 	o, err := d.Order(bg, ref)
@@ -925,11 +940,19 @@ func TestDisputedAtStripe(t *testing.T) {
 	o, err = d.Order(bg, ref)
 	require.NoError(t, err)
 	require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusFailed}, o, "lost in full: nothing held")
+	_, err = d.Refund(bg, gateway.RefundRequest{OrderID: "A1", PaymentID: "pi_d", Amount: "12.50", IdempotencyKey: "pi_d"})
+	require.ErrorIs(t, err, gateway.ErrBadRequest, "nothing to refund")
+	require.Contains(t, err.Error(), "taken back by disputes lost")
 
 	for name, ds := range map[string]answer{
-		"an unknown status":    disputes(dispute("dp_1", "pondering", 1250)),
-		"lost with no amount":  disputes(dispute("dp_1", "lost", 0)),
-		"not a list of Stripe": {200, `{"object": "list", "data": "x"}`},
+		"an unknown status":        disputes(dispute("dp_1", "pondering", 1250)),
+		"lost with no amount":      disputes(dispute("dp_1", "lost", 0)),
+		"lost, more than received": disputes(dispute("dp_1", "lost", 1251)),
+		"two lost, more than held": disputes(dispute("dp_1", "lost", 1000), dispute("dp_2", "lost", 251)),
+		"overflowing amounts":      disputes(dispute("dp_1", "lost", math.MaxInt64), dispute("dp_2", "lost", math.MaxInt64)),
+		"about another charge":     disputes(disputeOf("ch_other", "dp_1", "lost", 1250, "eur")),
+		"lost in another currency": disputes(disputeOf(ch["id"].(string), "dp_1", "lost", 1250, "jpy")),
+		"not a list of Stripe":     {200, `{"object": "list", "data": "x"}`},
 	} {
 		s.set("GET /v1/disputes", ds)
 		_, err := d.Order(bg, ref)
