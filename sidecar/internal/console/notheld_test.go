@@ -42,6 +42,12 @@ func TestReinstateAsksTheGatewayFirst(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, a.Status, a.Body)
 	require.Contains(t, a.Body, "could not be asked whether it still holds the payment: nothing was resolved")
 	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+	// Nor claimed for a refund (a third review had Refund claimed while the
+	// gateway could not be asked: a refund its answer would have refused).
+	a = site.resolve(t, operator, s.LateID, "refund", token, nil)
+	require.Equal(t, http.StatusServiceUnavailable, a.Status, a.Body)
+	require.Contains(t, a.Body, "could not be asked whether it still holds the payment: nothing was resolved")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
 	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Normal}))
 
 	// A person refunded 5 EUR of it at the gateway: refused.

@@ -504,8 +504,10 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 // whether it still holds the money (worker.CheckRefundable), and reports
 // whether the refund may go on: refused (409) only when the gateway says it
 // no longer holds it (a refund would stay refunding for ever, and a person
-// could no longer end the conflict otherwise), or when its record of the
-// payment contradicts the amount the refund would name.
+// could no longer end the conflict otherwise), when its record of the
+// payment contradicts the amount the refund would name, or while a dispute
+// may take it back; 503 when the gateway could not be asked. An answer that
+// does not tell does not stop a person's refund.
 func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
 	if h.cfg.Gateway == nil {
 		return true
@@ -513,6 +515,9 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 	ctx, cancel := context.WithTimeout(r.Context(), gatewayTimeout)
 	defer cancel()
 	err := worker.CheckRefundable(ctx, h.cfg.Gateway, h.cfg.Pool, id)
+	if err == nil {
+		return true
+	}
 	if errors.Is(err, gateway.ErrDisputed) {
 		h.logger.Info("console: refund refused: the payment is under dispute", "user", u.Name, "conflict_id", id, "reason", err)
 		h.renderConflicts(w, r, http.StatusConflict, page{Title: "Conflicts", Error: "refund refused: " + err.Error() +
@@ -537,7 +542,17 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 			". Nothing was resolved: a refund would give the money back twice. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
 		return false
 	}
-	return true
+	if errors.Is(err, gateway.ErrUnavailable) || errors.Is(err, gateway.ErrThrottled) || ctx.Err() != nil {
+		// A refund claimed now could be one the gateway's answer would have
+		// refused (a payment given back, or under dispute): once claimed,
+		// nothing but the refund can end the conflict.
+		h.logger.Warn("console: the gateway could not be asked before a refund", "user", u.Name, "conflict_id", id, "error", err)
+		h.renderConflicts(w, r, http.StatusServiceUnavailable, page{Title: "Conflicts",
+			Error: "The payment gateway could not be asked whether it still holds the payment: nothing was resolved. Try again in a moment."})
+		return false
+	}
+	h.dbFail(w, r, "read the conflict", err)
+	return false
 }
 
 // resolveConflict calls ordertimeout.resolve_conflict with actor recorded

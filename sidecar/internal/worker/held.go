@@ -87,17 +87,18 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 // back twice, and stay refunding for ever once the gateway refuses it), or
 // ErrOtherAmount when a refund of the amount recorded here would not be that
 // payment, or gateway.ErrDisputed while a dispute may still take it back (a
-// refund claimed then could not be made, or not of that amount); nil
-// otherwise (also when it cannot be asked or does not tell: a
-// person decided, and a gateway refuses a refund of money it no longer
+// refund claimed then could not be made, or not of that amount); a gateway
+// error when it could not be asked (unavailable, throttled: nothing may be
+// claimed yet, since the answer may be the one that would refuse), or a
+// database error; nil when it holds the payment, or answers without telling
+// (a person decided, and a gateway refuses a refund of money it no longer
 // holds).
 func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
 	err := checkConflict(ctx, gw, db, id, true)
-	if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrPartlyHeld) || errors.Is(err, ErrOtherAmount) ||
-		errors.Is(err, gateway.ErrDisputed) {
-		return err
+	if errors.Is(err, ErrCannotTell) {
+		return nil
 	}
-	return nil
+	return err
 }
 
 func checkConflict(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64, forRefund bool) error {

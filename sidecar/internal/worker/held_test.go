@@ -408,3 +408,35 @@ func TestReinstateIsNotMadeOnAnAnswerAboutAnotherAmount(t *testing.T) {
 	require.Equal(t, 1, outcomes["partly_held"])
 	require.Empty(t, g.refunds)
 }
+
+// A payment under dispute (gateway.ErrDisputed) is neither reinstated nor
+// refunded: the job asks again later, counted as disputed, not as an outage
+// (a third review saw it logged as "gateway unavailable" for the weeks a
+// dispute can last).
+func TestResolveWaitsOutADispute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "DS", time.Hour, `{"amount": 12, "currency": "EUR"}`)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('DS')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('DS', 'pi_ds', 12, 'EUR')")
+	id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'pi_ds'")
+	for _, policy := range []string{"reinstate", "refund"} {
+		sidecartest.Exec(t, db, "SELECT ordertimeout.configure(late_payment => $1)", policy)
+		g := &byPayment{byID: true, err: fmt.Errorf("dispute dp_1 is open: %w: %w", gateway.ErrDisputed, gateway.ErrUnavailable)}
+		outcomes := map[string]int{}
+		w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
+			Outcome: func(_, o string) { outcomes[o]++ }}}
+		job := &river.Job[worker.ResolveConflictArgs]{
+			JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
+			Args: worker.ResolveConflictArgs{ConflictID: id}}
+		var snooze *river.JobSnoozeError
+		require.ErrorAs(t, w.Work(ctx, job), &snooze, policy)
+		require.Equal(t, map[string]int{"disputed": 1}, outcomes, policy)
+		require.Empty(t, g.refunds, policy)
+		require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "DS"), policy)
+		require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_ds' AND state = 'open' AND handed_over_at IS NULL"), policy)
+	}
+}

@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"River jobs this sidecar worked, by kind and outcome (e.g. payment_check paid, precancel_check cancelled, resolve_conflict reinstated or refunded, snoozed, error).",
 			"kind", "outcome"),
 		conflictsResolved: counterVec("ordertimeout_conflicts_resolved_total",
-			"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, another_refund: the gateway answered another refund id for a conflict already refunded; not_held: the gateway no longer holds the payment, resolved manual for a person; unconfirmed: it did not tell whether it holds the payment, partly_held: it holds part of it, other_amount: its record of the payment contradicts the amount recorded here; these three handed to a person, open).",
+			"Late or double payments this sidecar resolved, by outcome (reinstated, refunded, manual_pending, already_resolved, another_refund: the gateway answered another refund id for a conflict already refunded; not_held: the gateway no longer holds the payment, resolved manual for a person; unconfirmed: it did not tell whether it holds the payment, partly_held: it holds part of it, other_amount: its record of the payment contradicts the amount recorded here; these three handed to a person, open; disputed, a payment under dispute at the gateway, is asked again later and not counted here).",
 			"outcome"),
 		badAnswers: counterVec("ordertimeout_gateway_bad_answers_total",
 			"Gateway answers a job of this sidecar could not use (malformed, ambiguous, outside the contract, paid without the order's amount, or a payment id of another order or a value confirm_payment refuses), and requests not sent because they break the contract, by job kind: nothing changed, the job asks again later. Alert on any increase.",
@@ -63,7 +63,7 @@ func (m *Metrics) Outcome(kind, outcome string) {
 	}
 	if kind == (ResolveConflictArgs{}).Kind() {
 		switch outcome {
-		case "error", "snoozed", "interrupted", "throttled", "paused", "bad_answer", "bad_request", lookupBadAnswer:
+		case "error", "snoozed", "interrupted", "throttled", "paused", "bad_answer", "bad_request", lookupBadAnswer, "disputed":
 		default:
 			m.conflictsResolved.WithLabelValues(outcome).Inc()
 		}

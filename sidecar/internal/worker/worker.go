@@ -346,6 +346,15 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		d.Logger.Debug("gateway rate limit reached, asking later", "kind", kind, "job_id", job.ID, "snooze", pause)
 		d.outcome(kind, "throttled")
 		return river.JobSnooze(pause)
+	case errors.Is(err, gateway.ErrDisputed):
+		// Not an outage: a dispute (a chargeback) may still take the
+		// payment back, and what the gateway holds of it is known once it
+		// closes, which can take weeks. Asked again at the doubling pause.
+		pause := snoozeFor(job.JobRow)
+		d.Logger.Info("payment under dispute at the gateway: nothing reinstated or refunded until it closes; asking again later",
+			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "reason", err)
+		d.outcome(kind, "disputed")
+		return river.JobSnooze(pause)
 	case errors.Is(err, gateway.ErrUnavailable):
 		pause := snoozeFor(job.JobRow)
 		d.Logger.Warn("gateway unavailable, asking again later", "kind", kind, "job_id", job.ID, "snooze", pause, "error", err)

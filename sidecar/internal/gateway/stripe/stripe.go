@@ -240,8 +240,10 @@ type payment struct {
 	// Stripe says it was disputed: what the disputes took is read
 	// (Driver.disputes) before the payment is answered for.
 	disputedCharge string
-	// lost is what disputes lost by the shop took back, in minor units.
-	lost int64
+	// lost is what disputes lost by the shop took back, in minor units, and
+	// lostDisputes their ids.
+	lost         int64
+	lostDisputes []string
 	// stripeCurrency is the currency as Stripe writes it, for money.
 	stripeCurrency stripeapi.Currency
 }
@@ -463,9 +465,23 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 	if err != nil {
 		return gateway.Refund{}, err
 	}
-	if p.status == gateway.StatusFailed && p.lost > 0 {
-		return gateway.Refund{}, fmt.Errorf("payment %q was taken back by disputes lost (%d of %d %s, %d refunded): nothing to refund, not sent: %w",
-			req.PaymentID, p.lost, p.received, p.stripeCurrency, p.refunded, gateway.ErrBadRequest)
+	// Disputes lost gave the buyer part of the payment, or all of it, back
+	// through their bank. A refund of ours made before (its answer lost) is
+	// the answer. Otherwise, all of it taken back, the buyer has the whole
+	// payment again: the dispute is this conflict's refund (its id
+	// recorded, nothing sent). Part of it taken back, the refund of the
+	// whole payment as received gives back what Stripe still holds (below).
+	if p.lost > 0 {
+		r, err := d.findRefund(ctx, p.intent, req.IdempotencyKey)
+		if err != nil {
+			return gateway.Refund{}, err
+		}
+		if r != nil {
+			return refundAnswer(r)
+		}
+		if p.status == gateway.StatusFailed {
+			return gateway.Refund{RefundID: p.lostDisputes[0], Status: gateway.RefundRefunded}, nil
+		}
 	}
 	if p.status == gateway.StatusNone {
 		return gateway.Refund{}, fmt.Errorf("Stripe knows no payment %q: %w", req.PaymentID, gateway.ErrBadRequest)
@@ -484,6 +500,15 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 		minor, err := Minor(req.Amount, string(p.currency))
 		if err != nil {
 			return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
+		}
+		if p.status == gateway.StatusPaid && p.lost > 0 && p.refunded == 0 && minor == p.received {
+			// The whole payment as received, less what the disputes gave
+			// back: the buyer then has all of it again.
+			held, err := Minor(p.amount, string(p.currency))
+			if err != nil {
+				return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadAnswer)
+			}
+			minor = held
 		}
 		if p.status == gateway.StatusPaid {
 			// The refund of a conflict is the whole payment, of the amount
@@ -989,6 +1014,9 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 		if n++; n > MaxDisputes {
 			return payment{}, fmt.Errorf("charge %s of %s has more than %d disputes: %w", p.disputedCharge, p.id, MaxDisputes, gateway.ErrBadAnswer)
 		}
+		if dp.ID == "" {
+			return payment{}, fmt.Errorf("a dispute of charge %s of %s has no id: %w", p.disputedCharge, p.id, gateway.ErrBadAnswer)
+		}
 		if dp.Charge == nil || dp.Charge.ID != p.disputedCharge {
 			return payment{}, fmt.Errorf("asked for the disputes of charge %s of %s, dispute %s is about another: %w",
 				p.disputedCharge, p.id, quote(dp.ID), gateway.ErrBadAnswer)
@@ -1007,6 +1035,7 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 					quote(dp.ID), p.id, dp.Amount, p.received-p.refunded-lost, gateway.ErrBadAnswer)
 			}
 			lost += dp.Amount
+			p.lostDisputes = append(p.lostDisputes, dp.ID)
 		case stripeapi.DisputeStatusNeedsResponse, stripeapi.DisputeStatusUnderReview,
 			stripeapi.DisputeStatusWarningNeedsResponse, stripeapi.DisputeStatusWarningUnderReview:
 			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w: %w",
