@@ -248,3 +248,41 @@ func TestReinstateAndRefundRefusedWhileThePaymentIsDisputed(t *testing.T) {
 	}
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, s.DB, "O-DISP"))
 }
+
+// A late payment the gateway holds in another currency, of the amount
+// recorded here, is not the order's money: Reinstate is refused, and Refund
+// goes on (the worker refunds it whole). A fourth review found the console
+// answering that Refund with a 500. A gateway that refuses the question (an
+// expired key) or answers unusably gets no refund claimed (502): once it
+// answers, its answer may be the one that would refuse.
+func TestRefundOfAnotherCurrencyGoesOnAndAnUnusableAnswerClaimsNothing(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	fake, gatewayURL := sidecartest.Fake(t, nil)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gatewayURL, Retries: gateway.NoRetries}})
+	token := site.token(t, operator)
+
+	// Unusable: the fake knows nothing of another order's id, so a scripted
+	// server answers 401 instead.
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error": "api key expired"}`)
+	}))
+	t.Cleanup(bad.Close)
+	badSite := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: bad.URL, Retries: gateway.NoRetries}})
+	a := badSite.resolve(t, operator, s.LateID, "refund", badSite.token(t, operator), nil)
+	require.Equal(t, http.StatusBadGateway, a.Status, a.Body)
+	require.Contains(t, a.Body, "could not be used, or it refused the request")
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+
+	require.NoError(t, fake.Set(bg, lateOrder, fakegateway.Behaviour{
+		Behaviour: fakegateway.Silent, PaymentID: "pay-late", Amount: "25.00", Currency: "USD"}))
+	a = site.resolve(t, operator, s.LateID, "reinstate", token, nil)
+	require.Equal(t, http.StatusConflict, a.Status, a.Body)
+	require.Contains(t, a.Body, "It is not the order&#39;s money: refund it.")
+	a = site.resolve(t, operator, s.LateID, "refund", token, nil)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "refunding", readConflict(t, s.DB, s.LateID).State)
+}

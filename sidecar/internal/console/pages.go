@@ -542,6 +542,12 @@ func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *u
 			". Nothing was resolved: a refund would give the money back twice. Find out at the gateway where the money went (a refund made there?), then resolve the conflict as manual with a note."})
 		return false
 	}
+	if errors.Is(err, worker.ErrCannotTell) && errors.Is(err, gateway.ErrBadAnswer) {
+		h.logger.Error("console: the gateway's answer about the payment is unusable: refund not claimed", "user", u.Name, "conflict_id", id, "error", err)
+		h.renderConflicts(w, r, http.StatusBadGateway, page{Title: "Conflicts",
+			Error: "The payment gateway's answer about the payment could not be used, or it refused the request (the sidecar's log has it): nothing was resolved. Check the payment at the gateway; once it answers, try again."})
+		return false
+	}
 	if errors.Is(err, gateway.ErrUnavailable) || errors.Is(err, gateway.ErrThrottled) || ctx.Err() != nil {
 		// A refund claimed now could be one the gateway's answer would have
 		// refused (a payment given back, or under dispute): once claimed,

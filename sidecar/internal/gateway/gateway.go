@@ -24,6 +24,11 @@ var ErrUnavailable = errors.New("payment gateway unavailable")
 // refunded meanwhile.
 var ErrDisputed = errors.New("the payment is under dispute at the gateway")
 
+// ErrChargedBack marks a payment a dispute lost by the shop took back, in
+// part or in full, when the gateway's record does not say how much: neither
+// reinstated nor refunded by the sidecar; a person settles it.
+var ErrChargedBack = errors.New("a dispute lost took the payment back, in part or in full")
+
 // ErrBadAnswer marks an answer the client cannot use: a 3xx or 4xx status,
 // an answer that is not exactly one JSON object (malformed, trailing data,
 // larger than MaxAnswerBytes, not UTF-8), a key twice in any object, a key

@@ -90,12 +90,19 @@ func CheckHeld(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int
 // refund claimed then could not be made, or not of that amount); a gateway
 // error when it could not be asked (unavailable, throttled: nothing may be
 // claimed yet, since the answer may be the one that would refuse), or a
-// database error; nil when it holds the payment, or answers without telling
-// (a person decided, and a gateway refuses a refund of money it no longer
-// holds).
+// database error; an error wrapping ErrCannotTell and gateway.ErrBadAnswer
+// when its answer could not be used or the request was refused (an expired
+// key: once it works, the answer may be the one that would refuse); nil
+// when it holds the payment (in another currency too, of the amount
+// recorded here: refunded whole, as the worker does), or answers without
+// telling (a person decided, and a gateway refuses a refund of money it no
+// longer holds).
 func CheckRefundable(ctx context.Context, gw gateway.Gateway, db *pgxpool.Pool, id int64) error {
 	err := checkConflict(ctx, gw, db, id, true)
-	if errors.Is(err, ErrCannotTell) {
+	switch {
+	case errors.Is(err, ErrOtherCurrency):
+		return nil // refunded whole, as the worker does
+	case errors.Is(err, ErrCannotTell) && !errors.Is(err, gateway.ErrBadAnswer):
 		return nil
 	}
 	return err
@@ -156,6 +163,11 @@ func askHeld(ctx context.Context, gw gateway.Gateway, c conflict, o orderOf) (ga
 			err = fmt.Errorf("%w: %w", err, gateway.ErrBadAnswer)
 		}
 		return gateway.Order{}, fmt.Errorf("%w: asked about payment %q: %w", ErrCannotTell, c.PaymentID, err)
+	}
+	if errors.Is(err, gateway.ErrChargedBack) {
+		// Part of it, or all, went back to the buyer through their bank:
+		// a person settles it, as a refund in part at the gateway.
+		return gateway.Order{}, fmt.Errorf("%w: %w", ErrPartlyHeld, err)
 	}
 	if err != nil {
 		return gateway.Order{}, fmt.Errorf("ask the gateway whether it holds payment %q: %w", c.PaymentID, err)

@@ -103,6 +103,8 @@ func TestCheckHeld(t *testing.T) {
 		{name: "a refused request, counted as a bad answer", err: fmt.Errorf("401 api_key_expired: %w", gateway.ErrBadRequest), want: gateway.ErrBadAnswer},
 		{name: "an unusable answer", err: fmt.Errorf("404: %w", gateway.ErrBadAnswer), want: worker.ErrCannotTell},
 		{name: "unavailable", err: gateway.ErrUnavailable, want: gateway.ErrUnavailable},
+		{name: "under dispute", err: fmt.Errorf("dp_1 open: %w: %w", gateway.ErrDisputed, gateway.ErrUnavailable), want: gateway.ErrDisputed},
+		{name: "taken back by a dispute lost", err: fmt.Errorf("dp_1 lost: %w", gateway.ErrChargedBack), want: worker.ErrPartlyHeld},
 	} {
 		g := &byPayment{answers: tc.answers, err: tc.err, byID: tc.byID}
 		err := worker.CheckHeld(ctx, g, db, id)

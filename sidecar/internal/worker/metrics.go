@@ -63,7 +63,7 @@ func (m *Metrics) Outcome(kind, outcome string) {
 	}
 	if kind == (ResolveConflictArgs{}).Kind() {
 		switch outcome {
-		case "error", "snoozed", "interrupted", "throttled", "paused", "bad_answer", "bad_request", lookupBadAnswer, "disputed":
+		case "error", "snoozed", "interrupted", "throttled", "paused", "bad_answer", "bad_request", lookupBadAnswer, "disputed", "charged_back":
 		default:
 			m.conflictsResolved.WithLabelValues(outcome).Inc()
 		}

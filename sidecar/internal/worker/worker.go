@@ -36,6 +36,9 @@ const (
 	maxSnooze = 5 * time.Minute
 )
 
+// disputedSnooze is how long a job about a payment under dispute snoozes.
+const disputedSnooze = time.Hour
+
 // pausedSnooze is how long a job that waits for the end of a pause snoozes.
 const pausedSnooze = 5 * time.Second
 
@@ -346,11 +349,23 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		d.Logger.Debug("gateway rate limit reached, asking later", "kind", kind, "job_id", job.ID, "snooze", pause)
 		d.outcome(kind, "throttled")
 		return river.JobSnooze(pause)
+	case errors.Is(err, gateway.ErrChargedBack):
+		// A refund claimed before a dispute was lost: nothing is sent (how
+		// much the bank took back cannot be told), and the conflict stays
+		// refunding for a person (finish_refund once settled at the
+		// gateway). Asked again hourly, logged each time.
+		pause := disputedSnooze + time.Duration(rand.Int64N(int64(disputedSnooze)/10+1))
+		d.Logger.Error("payment taken back by a dispute lost: not refunded; a person settles it at the gateway and records it with finish_refund",
+			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "reason", err)
+		d.outcome(kind, "charged_back")
+		return river.JobSnooze(pause)
 	case errors.Is(err, gateway.ErrDisputed):
 		// Not an outage: a dispute (a chargeback) may still take the
 		// payment back, and what the gateway holds of it is known once it
-		// closes, which can take weeks. Asked again at the doubling pause.
-		pause := snoozeFor(job.JobRow)
+		// closes, which can take weeks: asked again every disputedSnooze
+		// (the doubling pause's 5 minutes would be about 300 calls a day
+		// per disputed payment, each taking a token of the rate limit).
+		pause := disputedSnooze + time.Duration(rand.Int64N(int64(disputedSnooze)/10+1))
 		d.Logger.Info("payment under dispute at the gateway: nothing reinstated or refunded until it closes; asking again later",
 			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "reason", err)
 		d.outcome(kind, "disputed")

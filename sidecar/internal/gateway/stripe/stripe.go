@@ -19,10 +19,11 @@
 //     said (ErrUnavailable). Asked what is still held of a payment
 //     (gateway.Ref.Held: before a reinstatement or a refund of money that
 //     came late), a charge Stripe says was disputed has its disputes
-//     listed: one lost by the shop took its amount back (less is held, or
-//     nothing: StatusFailed), one still open (or an inquiry) may take it,
-//     so nothing can be said (ErrDisputed with ErrUnavailable); won,
-//     prevented and closed inquiries take nothing. Checks and closes do
+//     listed: one lost by the shop took some or all of it back, how much
+//     cannot be told from it (ErrChargedBack: a person settles it); one
+//     still open (or an inquiry) may take it, so nothing can be said
+//     (ErrDisputed with ErrUnavailable); won, prevented and closed
+//     inquiries take nothing. Checks and closes do
 //     not read disputes. One the buyer can still pay (requires_*, processing, an
 //     open session) is StatusPending; canceled / expired is StatusFailed.
 //     An order with no recorded payment is looked up by the metadata with
@@ -237,15 +238,9 @@ type payment struct {
 	// disputes took: lost).
 	received, refunded int64
 	// disputedCharge is the id of the succeeded payment's charge when
-	// Stripe says it was disputed: what the disputes took is read
-	// (Driver.disputes) before the payment is answered for.
+	// Stripe says it was disputed: its disputes are read (Driver.disputes)
+	// before a refund, or an answer about what is still held.
 	disputedCharge string
-	// lost is what disputes lost by the shop took back, in minor units, and
-	// lostDisputes their ids.
-	lost         int64
-	lostDisputes []string
-	// stripeCurrency is the currency as Stripe writes it, for money.
-	stripeCurrency stripeapi.Currency
 }
 
 // Order asks Stripe about every payment of the order (see the package
@@ -465,24 +460,6 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 	if err != nil {
 		return gateway.Refund{}, err
 	}
-	// Disputes lost gave the buyer part of the payment, or all of it, back
-	// through their bank. A refund of ours made before (its answer lost) is
-	// the answer. Otherwise, all of it taken back, the buyer has the whole
-	// payment again: the dispute is this conflict's refund (its id
-	// recorded, nothing sent). Part of it taken back, the refund of the
-	// whole payment as received gives back what Stripe still holds (below).
-	if p.lost > 0 {
-		r, err := d.findRefund(ctx, p.intent, req.IdempotencyKey)
-		if err != nil {
-			return gateway.Refund{}, err
-		}
-		if r != nil {
-			return refundAnswer(r)
-		}
-		if p.status == gateway.StatusFailed {
-			return gateway.Refund{RefundID: p.lostDisputes[0], Status: gateway.RefundRefunded}, nil
-		}
-	}
 	if p.status == gateway.StatusNone {
 		return gateway.Refund{}, fmt.Errorf("Stripe knows no payment %q: %w", req.PaymentID, gateway.ErrBadRequest)
 	}
@@ -501,15 +478,6 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 		if err != nil {
 			return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadRequest)
 		}
-		if p.status == gateway.StatusPaid && p.lost > 0 && p.refunded == 0 && minor == p.received {
-			// The whole payment as received, less what the disputes gave
-			// back: the buyer then has all of it again.
-			held, err := Minor(p.amount, string(p.currency))
-			if err != nil {
-				return gateway.Refund{}, fmt.Errorf("%v: %w", err, gateway.ErrBadAnswer)
-			}
-			minor = held
-		}
 		if p.status == gateway.StatusPaid {
 			// The refund of a conflict is the whole payment, of the amount
 			// it was confirmed with. Another amount (a callback that read
@@ -517,9 +485,9 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 			// refund: never sent, a person looks.
 			paid, err := Minor(p.amount, string(p.currency))
 			if err != nil || paid != minor {
-				if p.refunded > 0 || p.lost > 0 {
-					return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe holds for payment %q (%s %s: %d received, %d of it refunded since, %d taken by disputes lost): not sent: %w",
-						req.Amount, p.currency, req.PaymentID, p.amount, p.currency, p.received, p.refunded, p.lost, gateway.ErrBadRequest)
+				if p.refunded > 0 {
+					return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe holds for payment %q (%s %s: %d received, %d of it refunded since): not sent: %w",
+						req.Amount, p.currency, req.PaymentID, p.amount, p.currency, p.received, p.refunded, gateway.ErrBadRequest)
 				}
 				return gateway.Refund{}, fmt.Errorf("refund of %s %s is not what Stripe took for payment %q (%s %s): not sent: %w",
 					req.Amount, p.currency, req.PaymentID, p.amount, p.currency, gateway.ErrBadRequest)
@@ -1002,7 +970,7 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 	}
 	params := &stripeapi.DisputeListParams{Charge: stripeapi.String(p.disputedCharge)}
 	params.Limit = stripeapi.Int64(MaxDisputes)
-	var lost int64
+	var lost []string
 	n := 0
 	for dp, err := range d.client.V1Disputes.List(ctx, params) {
 		if err != nil {
@@ -1024,18 +992,7 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 		switch dp.Status {
 		case stripeapi.DisputeStatusWon, stripeapi.DisputeStatusPrevented, stripeapi.DisputeStatusWarningClosed:
 		case stripeapi.DisputeStatusLost:
-			if !strings.EqualFold(string(dp.Currency), string(p.stripeCurrency)) {
-				return payment{}, fmt.Errorf("dispute %s of %s was lost in %s, the charge is in %s: %w",
-					quote(dp.ID), p.id, quote(string(dp.Currency)), quote(string(p.stripeCurrency)), gateway.ErrBadAnswer)
-			}
-			// Checked before it is added: never more than the charge
-			// still held, and no overflow.
-			if dp.Amount <= 0 || dp.Amount > p.received-p.refunded-lost {
-				return payment{}, fmt.Errorf("dispute %s of %s was lost with amount %d, and the charge held %d: %w",
-					quote(dp.ID), p.id, dp.Amount, p.received-p.refunded-lost, gateway.ErrBadAnswer)
-			}
-			lost += dp.Amount
-			p.lostDisputes = append(p.lostDisputes, dp.ID)
+			lost = append(lost, dp.ID)
 		case stripeapi.DisputeStatusNeedsResponse, stripeapi.DisputeStatusUnderReview,
 			stripeapi.DisputeStatusWarningNeedsResponse, stripeapi.DisputeStatusWarningUnderReview:
 			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w: %w",
@@ -1048,18 +1005,12 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 		return payment{}, fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w: %w",
 			p.disputedCharge, p.id, gateway.ErrDisputed, gateway.ErrUnavailable)
 	}
-	if lost == 0 {
-		return p, nil
-	}
-	held := p.received - p.refunded - lost
-	p.lost = lost
-	if held <= 0 {
-		p.status, p.amount = gateway.StatusFailed, ""
-		return p, nil
-	}
-	var err error
-	if p.amount, _, err = money(p.id, held, p.stripeCurrency); err != nil {
-		return payment{}, err
+	if len(lost) > 0 {
+		// What a lost dispute took back cannot be told from it: one partly
+		// won keeps status lost and its whole amount, the rest given back
+		// to the shop. A person settles it.
+		return payment{}, fmt.Errorf("dispute %s of %s was lost at Stripe: how much of the payment it took back cannot be told from it: %w",
+			strings.Join(lost, ", "), p.id, gateway.ErrChargedBack)
 	}
 	return p, nil
 }
@@ -1238,7 +1189,7 @@ func (p *payment) held(id string, received int64, ch *stripeapi.Charge, currency
 	if refunded < 0 || refunded > received {
 		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, refunded, gateway.ErrBadAnswer)
 	}
-	p.received, p.refunded, p.stripeCurrency = received, refunded, currency
+	p.received, p.refunded = received, refunded
 	if ch.Disputed {
 		p.disputedCharge = ch.ID
 	}
@@ -1320,6 +1271,10 @@ func (d *Driver) done(op string, start time.Time, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
+	case errors.Is(err, gateway.ErrDisputed):
+		result = "disputed" // not an outage
+	case errors.Is(err, gateway.ErrChargedBack):
+		result = "charged_back"
 	case errors.Is(err, gateway.ErrUnavailable):
 		result = "unavailable"
 	case errors.Is(err, gateway.ErrBadRequest):
