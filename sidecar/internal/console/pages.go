@@ -506,8 +506,9 @@ func (h *Handler) gatewayHolds(w http.ResponseWriter, r *http.Request, u *user, 
 // no longer holds it (a refund would stay refunding for ever, and a person
 // could no longer end the conflict otherwise), when its record of the
 // payment contradicts the amount the refund would name, or while a dispute
-// may take it back; 503 when the gateway could not be asked. An answer that
-// does not tell does not stop a person's refund.
+// may take it back; 502 when its answer could not be used or it refused the
+// request, 503 when it could not be asked. An answer that does not tell does
+// not stop a person's refund, nor does another currency of the same amount.
 func (h *Handler) gatewayRefundable(w http.ResponseWriter, r *http.Request, u *user, id int64) bool {
 	if h.cfg.Gateway == nil {
 		return true

@@ -230,18 +230,27 @@ func shownMoney(g gateway.Order) string {
 	return string(g.Amount) + " " + string(g.Currency)
 }
 
-// lessAmount reports whether decimal amount a is less than b; an amount that
-// does not parse is not less than anything.
-func lessAmount(a, b string) bool {
-	x, okA := new(big.Rat).SetString(a)
-	y, okB := new(big.Rat).SetString(b)
-	return okA && okB && x.Cmp(y) < 0
-}
-
 // sameAmount compares two decimal amounts by value (10.5 is 10.50). An
 // amount that does not parse is not the same as anything.
 func sameAmount(a, b string) bool {
+	c, ok := cmpAmount(a, b)
+	return ok && c == 0
+}
+
+// lessAmount reports whether decimal amount a is less than b; an amount that
+// does not parse is not less than anything.
+func lessAmount(a, b string) bool {
+	c, ok := cmpAmount(a, b)
+	return ok && c < 0
+}
+
+// cmpAmount compares two decimal amounts by value; ok is false when either
+// does not parse.
+func cmpAmount(a, b string) (c int, ok bool) {
 	x, okA := new(big.Rat).SetString(a)
 	y, okB := new(big.Rat).SetString(b)
-	return okA && okB && x.Cmp(y) == 0
+	if !okA || !okB {
+		return 0, false
+	}
+	return x.Cmp(y), true
 }

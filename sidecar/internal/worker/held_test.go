@@ -143,11 +143,7 @@ func TestResolveLeavesForAPersonWhatTheGatewayDoesNotTell(t *testing.T) {
 		Gateway: &byPayment{err: fmt.Errorf("HTTP 404: %w", gateway.ErrBadAnswer)},
 		Outcome: func(_, o string) { outcomes[o]++ }}}
 	job := func(snoozed, asked int) *river.Job[worker.ResolveConflictArgs] {
-		return &river.Job[worker.ResolveConflictArgs]{
-			JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)),
-				Metadata:    []byte(fmt.Sprintf(`{"snoozes": %d, "ordertimeout_held_asks": %d}`, snoozed, asked))},
-			Args: worker.ResolveConflictArgs{ConflictID: id}}
+		return resolveJob(id, fmt.Sprintf(`{"snoozes": %d, "ordertimeout_held_asks": %d}`, snoozed, asked))
 	}
 	var snooze *river.JobSnoozeError
 	require.ErrorAs(t, w.Work(ctx, job(0, 0)), &snooze, "asked again")
@@ -204,10 +200,7 @@ func TestResolveDoesNotRefundWhatTheGatewayNoLongerHolds(t *testing.T) {
 	g := &byPayment{byID: true, answers: map[string]gateway.Order{"pi_a": {OrderID: "R2", Status: gateway.StatusFailed}}}
 	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
 		Outcome: func(_, o string) { outcomes[o]++ }}}
-	job := &river.Job[worker.ResolveConflictArgs]{
-		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
-		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	job := resolveJob(id, `{}`)
 	require.NoError(t, w.Work(ctx, job))
 	require.Equal(t, map[string]int{"not_held": 1}, outcomes)
 	require.Empty(t, g.refunds)
@@ -254,10 +247,7 @@ func TestRefundPolicyAsksTheGatewayFirst(t *testing.T) {
 		Outcome: func(_, o string) { outcomes[o]++ }}}
 	for _, p := range []string{"p_F1", "p_F2", "p_F3", "p_F4", "p_F5b"} {
 		id := sidecartest.Int(t, db, "SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = $1", p)
-		job := &river.Job[worker.ResolveConflictArgs]{
-			JobRow: &rivertype.JobRow{ID: id, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
-			Args: worker.ResolveConflictArgs{ConflictID: id}}
+		job := resolveJob(id, `{}`)
 		require.NoError(t, w.Work(ctx, job), p)
 	}
 	require.Equal(t, []string{"p_F3", "p_F4", "p_F5b"}, g.refunds, "refunded: held, or not told about")
@@ -311,10 +301,7 @@ func TestRefundIsNotClaimedOnAnAnswerAboutAnotherAmount(t *testing.T) {
 	outcomes := map[string]int{}
 	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
 		Outcome: func(_, o string) { outcomes[o]++ }}}
-	job := &river.Job[worker.ResolveConflictArgs]{
-		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
-		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	job := resolveJob(id, `{}`)
 	require.ErrorContains(t, w.Work(ctx, job), "got another amount or currency while the gateway was asked")
 	require.Empty(t, g.refunds, "nothing sent")
 	require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pT1' AND state = 'open' AND amount = 10"),
@@ -354,11 +341,7 @@ func TestRefundIsNotClaimedOnADoubtAboutThisPayment(t *testing.T) {
 		w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: tc.g,
 			Outcome: func(_, o string) { outcomes[o]++ }}}
 		job := func(asked int) *river.Job[worker.ResolveConflictArgs] {
-			return &river.Job[worker.ResolveConflictArgs]{
-				JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-					EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)),
-					Metadata:    []byte(fmt.Sprintf(`{"ordertimeout_held_asks": %d}`, asked))},
-				Args: worker.ResolveConflictArgs{ConflictID: id}}
+			return resolveJob(id, fmt.Sprintf(`{"ordertimeout_held_asks": %d}`, asked))
 		}
 		var snooze *river.JobSnoozeError
 		require.ErrorAs(t, w.Work(ctx, job(0)), &snooze, "%s: asked again", tc.name)
@@ -399,10 +382,7 @@ func TestReinstateIsNotMadeOnAnAnswerAboutAnotherAmount(t *testing.T) {
 	outcomes := map[string]int{}
 	w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
 		Outcome: func(_, o string) { outcomes[o]++ }}}
-	job := &river.Job[worker.ResolveConflictArgs]{
-		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
-		Args: worker.ResolveConflictArgs{ConflictID: id}}
+	job := resolveJob(id, `{}`)
 	require.ErrorContains(t, w.Work(ctx, job), "got another amount or currency while the gateway was asked")
 	require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "RR"), "not reinstated")
 	require.NoError(t, w.Work(ctx, job))
@@ -430,10 +410,7 @@ func TestResolveWaitsOutADispute(t *testing.T) {
 		outcomes := map[string]int{}
 		w := &worker.ResolveConflictWorker{Deps: &worker.Deps{Pool: db, Logger: sidecartest.Logger(), Gateway: g,
 			Outcome: func(_, o string) { outcomes[o]++ }}}
-		job := &river.Job[worker.ResolveConflictArgs]{
-			JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
-				EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(`{}`)},
-			Args: worker.ResolveConflictArgs{ConflictID: id}}
+		job := resolveJob(id, `{}`)
 		var snooze *river.JobSnoozeError
 		require.ErrorAs(t, w.Work(ctx, job), &snooze, policy)
 		require.Equal(t, map[string]int{"disputed": 1}, outcomes, policy)
@@ -441,4 +418,13 @@ func TestResolveWaitsOutADispute(t *testing.T) {
 		require.Equal(t, "CANCELLED", sidecartest.Status(t, db, "DS"), policy)
 		require.EqualValues(t, 1, sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.conflicts WHERE payment_id = 'pi_ds' AND state = 'open' AND handed_over_at IS NULL"), policy)
 	}
+}
+
+// resolveJob is a resolve job of conflict id, at its first attempt, with
+// metadata (River's snoozes, the held-ask count).
+func resolveJob(id int64, metadata string) *river.Job[worker.ResolveConflictArgs] {
+	return &river.Job[worker.ResolveConflictArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Kind: "ordertimeout_resolve_conflict", Attempt: 1, MaxAttempts: 25,
+			EncodedArgs: []byte(fmt.Sprintf(`{"conflict_id": %d}`, id)), Metadata: []byte(metadata)},
+		Args: worker.ResolveConflictArgs{ConflictID: id}}
 }

@@ -237,7 +237,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			// refund's claim: a confirmation that gave it another amount
 			// while the gateway was asked (10.00 held, 12 confirmed since)
 			// reinstates nothing, and the job asks again.
-			outcome, changed, err := w.resolveChecked(ctx, id, "reinstate", c)
+			outcome, _, changed, err := w.resolveChecked(ctx, id, "reinstate", c)
 			if changed {
 				return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
 			}
@@ -256,7 +256,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 					}
 					// Learned from g itself: the amount the gateway
 					// answered, the one compared with.
-					outcome, changed, err = w.resolveChecked(ctx, id, "reinstate", c)
+					outcome, _, changed, err = w.resolveChecked(ctx, id, "reinstate", c)
 					if changed {
 						return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
 					}
@@ -284,7 +284,10 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 		// transaction with a read of the conflict: a confirmation that
 		// gave it another amount (or its first) while the gateway was
 		// asked is asked about again, never refunded on the old answer.
-		outcome, changed, err := w.resolveChecked(ctx, id, "refund", c)
+		// The conflict as claimed is the one refunded: a refunding
+		// conflict's amount no longer changes, and a retry sends the same
+		// request under the same key.
+		outcome, claimed, changed, err := w.resolveChecked(ctx, id, "refund", c)
 		switch {
 		case changed:
 			return retry(ctx, w.Deps, job, true, fmt.Errorf("conflict %d got another amount or currency while the gateway was asked: asking again", id))
@@ -298,18 +301,7 @@ func (w *ResolveConflictWorker) Work(ctx context.Context, job *river.Job[Resolve
 			w.outcome(job.Kind, "already_resolved")
 			return nil
 		}
-		// Read again now that it is claimed: a confirmation may have given
-		// the conflict its amount since the read above, and a refunding
-		// conflict's amount no longer changes. A refund sent with the amount
-		// read before would differ from its own retries under the same key.
-		found, err = readConflict(ctx, w.Pool, id, &c)
-		if err != nil {
-			return retry(ctx, w.Deps, job, true, fmt.Errorf("read conflict %d: %w", id, err))
-		}
-		if !found || c.State == "resolved" {
-			w.outcome(job.Kind, "already_resolved")
-			return nil
-		}
+		c = claimed
 	}
 	return w.refund(ctx, job, log, id, c)
 }
@@ -495,31 +487,32 @@ func (w *ResolveConflictWorker) resolve(ctx context.Context, id int64, resolutio
 // resolveChecked resolves conflict id as resolution (reinstate, or refund:
 // the claim), committed only when the conflict's amount and currency are
 // still those of asked, the conflict as the gateway was asked about it; when
-// they are not, nothing is resolved and changed is true. resolve_conflict
+// they are not, nothing is resolved and changed is true. It returns the
+// conflict as read in that transaction (what was resolved). resolve_conflict
 // locks the conflict first, and a confirmation learns an amount only on a
 // conflict it can lock (SKIP LOCKED, else 40001): the read after it is what
 // is committed.
-func (w *ResolveConflictWorker) resolveChecked(ctx context.Context, id int64, resolution string, asked conflict) (outcome string, changed bool, err error) {
+func (w *ResolveConflictWorker) resolveChecked(ctx context.Context, id int64, resolution string, asked conflict) (
+	outcome string, now conflict, changed bool, err error) {
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
+		return "", now, false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit, nothing to roll back
 	if err := tx.QueryRow(ctx, "SELECT ordertimeout.resolve_conflict($1, $2)", id, resolution).Scan(&outcome); err != nil {
-		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
+		return "", now, false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
-	var now conflict
 	found, err := readConflict(ctx, tx, id, &now)
 	if err != nil || !found {
-		return "", false, cmp.Or(err, fmt.Errorf("conflict %d is gone", id))
+		return "", now, false, cmp.Or(err, fmt.Errorf("conflict %d is gone", id))
 	}
 	if !sameText(now.Amount, asked.Amount) || !sameText(now.Currency, asked.Currency) {
-		return "", true, nil
+		return "", now, true, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return "", false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
+		return "", now, false, fmt.Errorf("resolve conflict %d as %s: %w", id, resolution, err)
 	}
-	return outcome, false, nil
+	return outcome, now, false, nil
 }
 
 // sameText reports whether a and b are both nil or the same text.

@@ -354,7 +354,7 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		// much the bank took back cannot be told), and the conflict stays
 		// refunding for a person (finish_refund once settled at the
 		// gateway). Asked again hourly, logged each time.
-		pause := disputedSnooze + time.Duration(rand.Int64N(int64(disputedSnooze)/10+1))
+		pause := jitter(disputedSnooze)
 		d.Logger.Error("payment taken back by a dispute lost: not refunded; a person settles it at the gateway and records it with finish_refund",
 			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "reason", err)
 		d.outcome(kind, "charged_back")
@@ -365,7 +365,7 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 		// closes, which can take weeks: asked again every disputedSnooze
 		// (the doubling pause's 5 minutes would be about 300 calls a day
 		// per disputed payment, each taking a token of the rate limit).
-		pause := disputedSnooze + time.Duration(rand.Int64N(int64(disputedSnooze)/10+1))
+		pause := jitter(disputedSnooze)
 		d.Logger.Info("payment under dispute at the gateway: nothing reinstated or refunded until it closes; asking again later",
 			"kind", kind, "job_id", job.ID, "args", string(job.EncodedArgs), "snooze", pause, "reason", err)
 		d.outcome(kind, "disputed")
@@ -417,8 +417,11 @@ func retry[T river.JobArgs](ctx context.Context, d *Deps, job *river.Job[T], nev
 // each snooze recorded on the job, with 10% jitter so that many jobs snoozed
 // together do not come back together.
 func snoozeFor(job *rivertype.JobRow) time.Duration {
-	d := minSnooze << min(snoozes(job), 16)
-	d = min(d, maxSnooze)
+	return jitter(min(minSnooze<<min(snoozes(job), 16), maxSnooze))
+}
+
+// jitter is d with up to 10% more, at random.
+func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d)/10+1))
 }
 

@@ -234,12 +234,12 @@ type payment struct {
 	closable bool
 	// received and refunded are what Stripe took for a succeeded payment
 	// and what it has given back of that since, in minor units; amount is
-	// the difference, the money Stripe holds for the order (less what
-	// disputes took: lost).
+	// the difference, the money Stripe holds for the order.
 	received, refunded int64
 	// disputedCharge is the id of the succeeded payment's charge when
-	// Stripe says it was disputed: its disputes are read (Driver.disputes)
-	// before a refund, or an answer about what is still held.
+	// Stripe says it was disputed: its disputes are read
+	// (Driver.checkDisputes) before a refund, or an answer about what is
+	// still held.
 	disputedCharge string
 }
 
@@ -262,7 +262,7 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 	}
 	if ref.Held {
 		for i := range ps {
-			if ps[i], err = d.disputes(ctx, ps[i]); err != nil {
+			if err := d.checkDisputes(ctx, ps[i]); err != nil {
 				return gateway.Order{}, err
 			}
 		}
@@ -455,7 +455,7 @@ func (d *Driver) refund(ctx context.Context, req gateway.RefundRequest) (gateway
 	}
 	p, err := d.retrieve(ctx, req.OrderID, req.PaymentID)
 	if err == nil {
-		p, err = d.disputes(ctx, p)
+		err = d.checkDisputes(ctx, p)
 	}
 	if err != nil {
 		return gateway.Refund{}, err
@@ -955,18 +955,17 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 // MaxDisputes bounds how many disputes of one charge are read.
 const MaxDisputes = 100
 
-// disputes reads what the disputes of p's charge took, when Stripe says it
-// was disputed, and answers p with what Stripe still holds. A dispute
-// lost by the shop took its amount back to the buyer's bank: that much of
-// the payment is no longer held (all of it: StatusFailed, never confirmed,
-// reinstated or refunded as paid). A dispute still open (or an inquiry,
-// which may become one) may take the money or leave it: nothing can be said
-// yet, ErrUnavailable, asked again later, as with a refund on its way. A
-// dispute won, prevented or an inquiry closed takes nothing. A charge said
-// to be disputed with no dispute listed is asked again later too.
-func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
+// checkDisputes reads the disputes of p's charge when Stripe says it was
+// disputed and p is paid. A dispute still open (or an inquiry, which may
+// become one) may take the money or leave it: nothing can be said yet
+// (ErrDisputed with ErrUnavailable), asked again later, as with a refund on
+// its way; a charge said to be disputed with no dispute listed yet is the
+// same. A dispute lost by the shop took some or all of the payment back,
+// how much its record does not tell (ErrChargedBack: a person settles it).
+// A dispute won, prevented or an inquiry closed takes nothing.
+func (d *Driver) checkDisputes(ctx context.Context, p payment) error {
 	if p.disputedCharge == "" || p.status != gateway.StatusPaid {
-		return p, nil // nothing disputed, or nothing held anyway
+		return nil // nothing disputed, or nothing held anyway
 	}
 	params := &stripeapi.DisputeListParams{Charge: stripeapi.String(p.disputedCharge)}
 	params.Limit = stripeapi.Int64(MaxDisputes)
@@ -974,19 +973,19 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 	n := 0
 	for dp, err := range d.client.V1Disputes.List(ctx, params) {
 		if err != nil {
-			return payment{}, fmt.Errorf("list the disputes of charge %s of %s: %w", p.disputedCharge, p.id, classify(err))
+			return fmt.Errorf("list the disputes of charge %s of %s: %w", p.disputedCharge, p.id, classify(err))
 		}
 		if dp == nil {
 			continue
 		}
 		if n++; n > MaxDisputes {
-			return payment{}, fmt.Errorf("charge %s of %s has more than %d disputes: %w", p.disputedCharge, p.id, MaxDisputes, gateway.ErrBadAnswer)
+			return fmt.Errorf("charge %s of %s has more than %d disputes: %w", p.disputedCharge, p.id, MaxDisputes, gateway.ErrBadAnswer)
 		}
 		if dp.ID == "" {
-			return payment{}, fmt.Errorf("a dispute of charge %s of %s has no id: %w", p.disputedCharge, p.id, gateway.ErrBadAnswer)
+			return fmt.Errorf("a dispute of charge %s of %s has no id: %w", p.disputedCharge, p.id, gateway.ErrBadAnswer)
 		}
 		if dp.Charge == nil || dp.Charge.ID != p.disputedCharge {
-			return payment{}, fmt.Errorf("asked for the disputes of charge %s of %s, dispute %s is about another: %w",
+			return fmt.Errorf("asked for the disputes of charge %s of %s, dispute %s is about another: %w",
 				p.disputedCharge, p.id, quote(dp.ID), gateway.ErrBadAnswer)
 		}
 		switch dp.Status {
@@ -995,24 +994,24 @@ func (d *Driver) disputes(ctx context.Context, p payment) (payment, error) {
 			lost = append(lost, dp.ID)
 		case stripeapi.DisputeStatusNeedsResponse, stripeapi.DisputeStatusUnderReview,
 			stripeapi.DisputeStatusWarningNeedsResponse, stripeapi.DisputeStatusWarningUnderReview:
-			return payment{}, fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w: %w",
+			return fmt.Errorf("dispute %s of %s is %s at Stripe: whether the money stays is known once it closes: %w: %w",
 				quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrDisputed, gateway.ErrUnavailable)
 		default:
-			return payment{}, fmt.Errorf("dispute %s of %s has status %s: %w", quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrBadAnswer)
+			return fmt.Errorf("dispute %s of %s has status %s: %w", quote(dp.ID), p.id, quote(string(dp.Status)), gateway.ErrBadAnswer)
 		}
 	}
 	if n == 0 {
-		return payment{}, fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w: %w",
+		return fmt.Errorf("charge %s of %s is disputed, but Stripe lists no dispute of it yet: %w: %w",
 			p.disputedCharge, p.id, gateway.ErrDisputed, gateway.ErrUnavailable)
 	}
 	if len(lost) > 0 {
 		// What a lost dispute took back cannot be told from it: one partly
 		// won keeps status lost and its whole amount, the rest given back
 		// to the shop. A person settles it.
-		return payment{}, fmt.Errorf("dispute %s of %s was lost at Stripe: how much of the payment it took back cannot be told from it: %w",
+		return fmt.Errorf("dispute %s of %s was lost at Stripe: how much of the payment it took back cannot be told from it: %w",
 			strings.Join(lost, ", "), p.id, gateway.ErrChargedBack)
 	}
-	return p, nil
+	return nil
 }
 
 // MaxSearched bounds how many PaymentIntents a search for one order reads.
