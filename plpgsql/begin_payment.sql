@@ -121,8 +121,8 @@ BEGIN
     -- A row under this payment_id now is another order's, written since the
     -- look above (two orders given the same payment_id at once): every
     -- transition of this order holds its lock, so none of ours can be.
-    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at)
-    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now)
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now, v_method)
     ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id

@@ -5,7 +5,9 @@ RETURNS TABLE (
     amount       numeric,
     started_at   timestamptz,
     confirmed_at timestamptz,
-    failed_at    timestamptz)
+    failed_at    timestamptz,
+    currency     text,
+    method       text)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -14,11 +16,13 @@ AS $$
 BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
-    SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at
+    SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at,
+           p.currency::text, p.method
     FROM ordertimeout.payments AS p
     WHERE p.order_id = order_payments.order_id
     ORDER BY coalesce(p.started_at, p.confirmed_at), p.payment_id;
 END
 $$;
 
-COMMENT ON FUNCTION ordertimeout.order_payments(text) IS 'the payment attempts of one order';
+COMMENT ON FUNCTION ordertimeout.order_payments(text) IS
+    'the payment attempts of one order, each with the currency the gateway confirmed and the payment method it was started with (NULL: none named; the order''s stands for it)';

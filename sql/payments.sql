@@ -9,9 +9,12 @@ CREATE TABLE ordertimeout.payments (
     confirmed_at timestamptz,
     failed_at    timestamptz,
     currency     ordertimeout.currency_code,
+    method       text,
     CONSTRAINT payments_pkey PRIMARY KEY (payment_id),
     CONSTRAINT payments_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
+    CONSTRAINT payments_method_known
+        FOREIGN KEY (method) REFERENCES ordertimeout.payment_methods (method),
     CONSTRAINT payments_payment_id_length CHECK (char_length(payment_id) BETWEEN 1 AND 128)
 );
 
@@ -19,6 +22,8 @@ CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
 
 COMMENT ON TABLE ordertimeout.payments IS
     'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed but recorded as a conflict';
+COMMENT ON COLUMN ordertimeout.payments.method IS
+    'the payment method begin_payment started this attempt with (NULL: none named, or a confirmation without a begin: the order''s payment_method stands for it); decides the close at the cancel and the late-payment policy of this payment';
 
 CREATE TABLE ordertimeout.conflicts (
     conflict_id bigint      GENERATED ALWAYS AS IDENTITY,

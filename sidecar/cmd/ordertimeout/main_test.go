@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -677,6 +678,73 @@ func TestStoredIntervalsAcrossMigration33(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_constraint
 		WHERE conname LIKE '%plain_duration'`).Scan(&n))
 	require.Equal(t, int64(5), n)
+}
+
+// TestPaymentMethodsAcrossMigration59: migration 000059 gives each payment
+// recorded before it the method its begin_payment logged in the PAYING
+// event, when that method is still a known one, and NULL otherwise (the
+// order's stands for it). Going down again would drop those methods, and
+// going below 000058 would forget which conflicts were handed to a person:
+// both are refused without --drop-data.
+func TestPaymentMethodsAcrossMigration59(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, url := databaseAt(t, 58)
+	sidecartest.Exec(t, db, "SELECT ordertimeout.put_payment_method('wire', interval '1 day', false)")
+	attempts := []struct{ order, payment, method string }{
+		{"mix", "p-card", "card"},
+		{"mix", "p-bank", "bank_transfer"},
+		{"gone", "p-wire", "wire"},
+		{"gone", "p-card-2", "card"},
+		{"plain", "p-plain", ""},
+	}
+	for _, a := range attempts {
+		if count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE order_id = $1", a.order) == 0 {
+			sidecartest.CreateOrder(t, db, a.order, time.Hour, "")
+		}
+		sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment($1, $2, method => nullif($3, ''))", a.order, a.payment, a.method)
+		if a.payment != "p-bank" && a.payment != "p-card-2" {
+			sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment($1, $2)", a.order, a.payment)
+		}
+	}
+	sidecartest.CreateOrder(t, db, "no-begin", time.Hour, "")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('no-begin', 'p-no-begin')")
+	// wire is no order's method any more: a person deleted it.
+	sidecartest.Exec(t, db, "DELETE FROM ordertimeout.payment_methods WHERE method = 'wire'")
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	db.Reset()
+	rows, err := db.Query(ctx, "SELECT payment_id, coalesce(method, '-') FROM ordertimeout.payments ORDER BY payment_id COLLATE \"C\"")
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id, method string
+		err := r.Scan(&id, &method)
+		return id + "=" + method, err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p-bank=bank_transfer", "p-card=card", "p-card-2=card", "p-no-begin=-", "p-plain=-", "p-wire=-"}, got)
+
+	latest, _ := migrationVersions(t)
+	down := strconv.Itoa(latest - 57)
+	err = realMain(ctx, []string{"migrate", "down", down, "--database-url", url})
+	require.ErrorContains(t, err, "000059 drops the payment method of each payment attempt")
+	require.NotContains(t, err.Error(), "000058")
+	require.ErrorContains(t, err, "nothing was rolled back")
+
+	// A conflict handed to a person: 000058 holds that too.
+	sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment('mix', 'p-bank')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('mix', 'shop')")
+	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('mix', 'p-card')")
+	sidecartest.Exec(t, db, `SELECT ordertimeout.hand_over_conflict(conflict_id, 'the gateway would not tell')
+		FROM ordertimeout.conflicts WHERE payment_id = 'p-card'`)
+	err = realMain(ctx, []string{"migrate", "down", down, "--database-url", url})
+	require.ErrorContains(t, err, "000059 drops the payment method of each payment attempt")
+	require.ErrorContains(t, err, "000058 drops which conflicts the sidecar handed to a person")
+	require.EqualValues(t, latest, count(t, db, "SELECT version FROM schema_migrations"))
+
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", down, "--drop-data", "--database-url", url}))
+	require.EqualValues(t, 57, count(t, db, "SELECT version FROM schema_migrations"))
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 }
 
 // TestMigrateKilledWhileWaiting: `ordertimeout migrate up` killed (kill -9)

@@ -45,9 +45,9 @@ func (ResolveConflictArgs) InsertOpts() river.InsertOpts {
 	}}
 }
 
-// ResolveConflictWorker resolves a conflict by its late-payment policy: the
-// order's payment method's (payment_methods.late_payment), else
-// settings.late_payment:
+// ResolveConflictWorker resolves a conflict by its late-payment policy: that
+// of the method its payment was started with (payments.method, else the
+// order's; payment_methods.late_payment), else settings.late_payment:
 //
 //   - reinstate: resolve_conflict(id, 'reinstate') takes the stock back and
 //     marks the order paid; when that is impossible (SQLSTATE OT132: a payment

@@ -34,7 +34,7 @@ SELECT results_eq(
     ('open_conflicts', 'max integer DEFAULT 1000', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone, currency text, state text, late_payment text, handed_over_at timestamp with time zone, handed_over_why text)'),
     ('order_events', 'order_id text', 'TABLE(event_id bigint, from_status text, to_status text, cause text, actor text, lateness interval, at timestamp with time zone, detail jsonb)'),
     ('order_info', 'order_id text', 'ordertimeout.order_state'),
-    ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone)'),
+    ('order_payments', 'order_id text', 'TABLE(payment_id text, status text, amount numeric, started_at timestamp with time zone, confirmed_at timestamp with time zone, failed_at timestamp with time zone, currency text, method text)'),
     ('plan_next_sweep', 'max_sleep interval, held_due_by timestamp with time zone DEFAULT NULL::timestamp with time zone, retry_held_in interval DEFAULT NULL::interval', 'TABLE(wake_at timestamp with time zone, held boolean)'),
     ('plan_sleep', 'max_sleep interval', 'timestamp with time zone'),
     ('preview_due', 'max integer DEFAULT 100', 'TABLE(order_id text, cancel_at timestamp with time zone, overdue interval, deadline_version integer, found_by text, action text)'),
