@@ -90,6 +90,19 @@ BEGIN
     FROM ordertimeout.settings AS s
     LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
 
+    -- An attempt whose method is not known here (begun before migration
+    -- 000059 on an order with no other payment) reads as the order's
+    -- method, which is its own until this attempt changes it: pin it first.
+    -- Only when the method changes, so most calls skip it.
+    IF v_method IS DISTINCT FROM v_order.payment_method THEN
+        UPDATE ordertimeout.payments AS p
+        SET method = v_order.payment_method,
+            method_known = true
+        WHERE p.order_id = begin_payment.order_id
+          AND NOT p.method_known
+          AND p.started_at IS NOT NULL;
+    END IF;
+
     -- The payment check at paying_until: the sidecar asks the gateway.
     v_gw_expire := v_now + v_window;
     v_until := v_gw_expire + v_grace;
@@ -121,8 +134,8 @@ BEGIN
     -- A row under this payment_id now is another order's, written since the
     -- look above (two orders given the same payment_id at once): every
     -- transition of this order holds its lock, so none of ours can be.
-    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method)
-    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now, v_method)
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method, method_known)
+    VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now, v_method, true)
     ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', begin_payment.payment_id

@@ -233,20 +233,20 @@ BEGIN
     -- A buyer who started a payment must not be able to finish it now: close
     -- the order's payments at the gateway, unless no attempt's method has
     -- anything to close (bank transfers only). Each attempt counts with its
-    -- own method: an order whose last attempt is a bank transfer still has
-    -- an earlier card payment to close. An attempt without a method of its
-    -- own (none named, or recorded before payments.method) is the order's.
+    -- own method (none: the defaults, which close): an order whose last
+    -- attempt is a bank transfer still has an earlier card payment to
+    -- close. An attempt whose method is not known here (method_known false)
+    -- goes by the order's.
     PERFORM ordertimeout._insert_jobs(NULL, 'ordertimeout_gateway_close',
         (SELECT array_agg(jsonb_build_object('order_id', g.order_id))
            FROM unnest(v_ids, v_attempted, v_methods) AS g(order_id, attempted, method)
-           LEFT JOIN ordertimeout.payment_methods AS m ON m.method = g.method
           WHERE g.attempted
-            AND (coalesce(m.gateway_close, true)
-                 OR EXISTS (SELECT 1
-                              FROM ordertimeout.payments AS p
-                              JOIN ordertimeout.payment_methods AS pm ON pm.method = p.method
-                             WHERE p.order_id = g.order_id
-                               AND pm.gateway_close))),
+            AND EXISTS (SELECT 1
+                          FROM ordertimeout.payments AS p
+                          LEFT JOIN ordertimeout.payment_methods AS m
+                                 ON m.method = CASE WHEN p.method_known THEN p.method ELSE g.method END
+                         WHERE p.order_id = g.order_id
+                           AND coalesce(m.gateway_close, true))),
         now());
 
     -- Give back stock, coupons and points last: the stock rows of the batch,

@@ -53,11 +53,11 @@ WHERE e.cause IN ('timeout', 'sweep')
 COMMENT ON VIEW ordertimeout.cancel_lag IS
     'how late each timeout cancel came (cancelled_at - cancel_at), by database timestamps; filter on at';
 
--- Every conflict with the late-payment policy that applies to it: the
--- method of the payment it is about (the order's payment method when the
--- payment was started without one, or not started here), else the
--- settings'. Private: read through open_conflicts, conflicts_to_resolve and
--- conflict_info.
+-- Every conflict with the late-payment policy that applies to it: that of
+-- the method its payment was started with (the order's when that is not
+-- known here: payments.method_known), else the settings' (also for a payment
+-- started without a method). Private: read through open_conflicts,
+-- conflicts_to_resolve and conflict_info.
 CREATE VIEW ordertimeout._conflicts_with_policy AS
 SELECT
     c.conflict_id,
@@ -75,8 +75,9 @@ SELECT
 FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
-LEFT JOIN ordertimeout.payment_methods AS m ON m.method = coalesce(p.method, o.payment_method)
+LEFT JOIN ordertimeout.payment_methods AS m
+       ON m.method = CASE WHEN p.method_known THEN p.method ELSE o.payment_method END
 CROSS JOIN ordertimeout.settings AS s;
 
 COMMENT ON VIEW ordertimeout._conflicts_with_policy IS
-    'every conflict with the late-payment policy that applies to it (its payment''s method''s, else the order''s, else the settings'')';
+    'every conflict with the late-payment policy that applies to it: that of the method its payment was started with (the order''s when not known here), else the settings''';

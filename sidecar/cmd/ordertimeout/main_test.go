@@ -680,30 +680,37 @@ func TestStoredIntervalsAcrossMigration33(t *testing.T) {
 	require.Equal(t, int64(5), n)
 }
 
-// TestPaymentMethodsAcrossMigration59: migration 000059 gives each payment
-// recorded before it the method its begin_payment logged in the PAYING
-// event, when that method is still a known one, and NULL otherwise (the
-// order's stands for it). Going down again would drop those methods, and
-// going below 000058 would forget which conflicts were handed to a person:
-// both are refused without --drop-data.
+// TestPaymentMethodsAcrossMigration59: migration 000059 gives the payments
+// recorded before it of orders with more than one payment the method their
+// begin_payment logged in the PAYING event (none when it logged none), when
+// that method is still a known one; every other payment keeps
+// method_known false and reads as its order's method, as before, so the
+// migration rewrites only those orders' rows. Going down loses nothing for
+// good (up fills them again), so it is not refused; going below 000058
+// while a conflict is handed to a person is.
 func TestPaymentMethodsAcrossMigration59(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db, url := databaseAt(t, 58)
 	sidecartest.Exec(t, db, "SELECT ordertimeout.put_payment_method('wire', interval '1 day', false)")
-	attempts := []struct{ order, payment, method string }{
-		{"mix", "p-card", "card"},
-		{"mix", "p-bank", "bank_transfer"},
-		{"gone", "p-wire", "wire"},
-		{"gone", "p-card-2", "card"},
-		{"plain", "p-plain", ""},
+	attempts := []struct {
+		order, payment, method string
+		fail                   bool
+	}{
+		{"mix", "p-card", "card", true},
+		{"mix", "p-bank", "bank_transfer", false},
+		{"gone", "p-wire", "wire", true},
+		{"gone", "p-card-2", "card", false},
+		{"unnamed", "p-unnamed", "", true},
+		{"unnamed", "p-qr", "qr", false},
+		{"single", "p-single", "qr", false},
 	}
 	for _, a := range attempts {
 		if count(t, db, "SELECT count(*) FROM ordertimeout.orders WHERE order_id = $1", a.order) == 0 {
 			sidecartest.CreateOrder(t, db, a.order, time.Hour, "")
 		}
 		sidecartest.Exec(t, db, "SELECT ordertimeout.begin_payment($1, $2, method => nullif($3, ''))", a.order, a.payment, a.method)
-		if a.payment != "p-bank" && a.payment != "p-card-2" {
+		if a.fail {
 			sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment($1, $2)", a.order, a.payment)
 		}
 	}
@@ -712,34 +719,44 @@ func TestPaymentMethodsAcrossMigration59(t *testing.T) {
 	// wire is no order's method any more: a person deleted it.
 	sidecartest.Exec(t, db, "DELETE FROM ordertimeout.payment_methods WHERE method = 'wire'")
 
+	payments := func() []string {
+		t.Helper()
+		rows, err := db.Query(ctx, `SELECT payment_id || '=' || coalesce(method, '-') || CASE WHEN method_known THEN '' ELSE ' (order''s)' END
+			FROM ordertimeout.payments ORDER BY payment_id COLLATE "C"`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	want := []string{
+		"p-bank=bank_transfer", "p-card=card", "p-card-2=card",
+		"p-no-begin=- (order's)", "p-qr=qr", "p-single=- (order's)", "p-unnamed=-", "p-wire=- (order's)",
+	}
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 	db.Reset()
-	rows, err := db.Query(ctx, "SELECT payment_id, coalesce(method, '-') FROM ordertimeout.payments ORDER BY payment_id COLLATE \"C\"")
-	require.NoError(t, err)
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var id, method string
-		err := r.Scan(&id, &method)
-		return id + "=" + method, err
-	})
-	require.NoError(t, err)
-	require.Equal(t, []string{"p-bank=bank_transfer", "p-card=card", "p-card-2=card", "p-no-begin=-", "p-plain=-", "p-wire=-"}, got)
+	require.Equal(t, want, payments())
+	// What decides: the order's method where the attempt's is not known.
+	var single string
+	require.NoError(t, db.QueryRow(ctx, "SELECT method FROM ordertimeout.order_payments('single')").Scan(&single))
+	require.Equal(t, "qr", single)
 
 	latest, _ := migrationVersions(t)
-	down := strconv.Itoa(latest - 57)
-	err = realMain(ctx, []string{"migrate", "down", down, "--database-url", url})
-	require.ErrorContains(t, err, "000059 drops the payment method of each payment attempt")
-	require.NotContains(t, err.Error(), "000058")
-	require.ErrorContains(t, err, "nothing was rolled back")
+	require.NoError(t, realMain(ctx, []string{"migrate", "down", strconv.Itoa(latest - 58), "--database-url", url}),
+		"nothing of 000059 is lost for good")
+	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
+	db.Reset()
+	require.Equal(t, want, payments())
 
-	// A conflict handed to a person: 000058 holds that too.
+	// A conflict handed to a person: 000058's down would forget it.
 	sidecartest.Exec(t, db, "SELECT ordertimeout.fail_payment('mix', 'p-bank')")
 	sidecartest.Exec(t, db, "SELECT ordertimeout.cancel_order('mix', 'shop')")
 	sidecartest.Exec(t, db, "SELECT ordertimeout.confirm_payment('mix', 'p-card')")
 	sidecartest.Exec(t, db, `SELECT ordertimeout.hand_over_conflict(conflict_id, 'the gateway would not tell')
 		FROM ordertimeout.conflicts WHERE payment_id = 'p-card'`)
-	err = realMain(ctx, []string{"migrate", "down", down, "--database-url", url})
-	require.ErrorContains(t, err, "000059 drops the payment method of each payment attempt")
+	down := strconv.Itoa(latest - 57)
+	err := realMain(ctx, []string{"migrate", "down", down, "--database-url", url})
 	require.ErrorContains(t, err, "000058 drops which conflicts the sidecar handed to a person")
+	require.ErrorContains(t, err, "nothing was rolled back")
 	require.EqualValues(t, latest, count(t, db, "SELECT version FROM schema_migrations"))
 
 	require.NoError(t, realMain(ctx, []string{"migrate", "down", down, "--drop-data", "--database-url", url}))

@@ -18,11 +18,10 @@ ordertimeout schema) with golang-migrate.
   up         apply every migration not yet applied
   down N     roll back the last N migrations; refused, rolling back nothing,
              if fewer than N are applied, or if one of them drops data the
-             database holds (000059 each payment attempt's method,
-             000058 the conflicts handed to a person, 000055 the payment
-             ids of purged orders,
-             000031 the units sold by purged orders, 000013 the notes of
-             resolutions, 000010 the watermarks, payment methods and the
+             database holds (000058 the conflicts handed to a person,
+             000055 the payment ids of purged orders, 000031 the units
+             sold by purged orders, 000013 the notes of resolutions,
+             000010 the watermarks, payment methods and the
              money columns of conflicts and payments, 000009 every row of
              every ordertimeout table but those every install has, 000002
              every River job): the error names it; --drop-data rolls back

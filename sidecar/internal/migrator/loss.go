@@ -20,8 +20,6 @@ type loss struct {
 // losses are the migrations whose down drops tables or columns that hold
 // data, rather than only functions, views, types and constraints.
 var losses = map[uint]loss{
-	59: {"the payment method of each payment attempt (payments.method): the close at the cancel and the late-payment policy would go by the order's last method again",
-		"SELECT EXISTS (SELECT 1 FROM ordertimeout.payments WHERE method IS NOT NULL)"},
 	58: {"which conflicts the sidecar handed to a person, when and why (conflicts.handed_over_at, handed_over_why): an open one would be the sidecar's again, which claims some refunds of them without asking the gateway",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.conflicts WHERE handed_over_at IS NOT NULL)"},
 	55: {"the payment ids of purged orders (purged_payments): with them go the refusals of a late callback, or a new attempt, under the id of a purged order that a new order took (OT176)",

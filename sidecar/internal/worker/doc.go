@@ -12,8 +12,9 @@
 //     precheck policy wants the gateway asked first: confirm if paid, else
 //     cancel_checked at the version the check was made for;
 //   - ordertimeout_gateway_close after a cancel of an order that had a
-//     payment attempt: close the payment at the gateway; a buyer who paid
-//     anyway becomes a late-payment conflict;
+//     payment attempt whose method closes (payments.method; none named:
+//     the defaults, which close): close the order's payments at the
+//     gateway; a buyer who paid anyway becomes a late-payment conflict;
 //   - ordertimeout_webhook per cancelled / paid / conflict / resolved event
 //     when settings.webhooks is on, and expiring-soon reminders.
 //

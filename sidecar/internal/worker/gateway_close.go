@@ -9,8 +9,9 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 )
 
-// GatewayCloseArgs closes the payment of a cancelled order at the gateway
-// (the cancel inserts it when the order had a payment attempt).
+// GatewayCloseArgs closes the payments of a cancelled order at the gateway
+// (the cancel inserts it when the order had a payment attempt whose method
+// closes: any attempt's, see payments.method).
 type GatewayCloseArgs struct {
 	OrderID string `json:"order_id"`
 }

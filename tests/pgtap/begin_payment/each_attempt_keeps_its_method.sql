@@ -1,14 +1,16 @@
 -- Each payment attempt keeps the method it was started with
 -- (payments.method), and that method decides for it: the cancel closes the
 -- order's payments at the gateway when any attempt's method closes, and late
--- money gets the policy of its own attempt's method. Before migration 000059
--- both went by the order's last method: a card payment started before a bank
--- transfer stayed open at the gateway after the cancel, and late money for a
--- bank transfer started before a card payment got the card's policy.
+-- money gets the policy of its own attempt's method. An attempt started
+-- without a method has the defaults (close; the settings' policy), also
+-- after a later attempt names one. Before migration 000059 both went by the
+-- order's last method: a card payment started before a bank transfer stayed
+-- open at the gateway after the cancel, and late money for a bank transfer
+-- started before a card payment got the card's policy.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(16);
+SELECT plan(20);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.configure(late_payment => 'reinstate', precheck => 'never');
@@ -48,12 +50,13 @@ SELECT ordertimeout.fail_payment(o, p)
 SELECT is(ordertimeout.cancel_order(o, 'shop cancelled'), true, 'cancelled: ' || o)
   FROM unnest(ARRAY['card-then-bank', 'bank-then-card', 'bank-only', 'unnamed-then-bank']) AS o;
 SELECT results_eq(
-    $$SELECT args ->> 'order_id' FROM public.river_job WHERE kind = 'ordertimeout_gateway_close' ORDER BY 1$$,
+    $$SELECT args ->> 'order_id' FROM public.river_job WHERE kind = 'ordertimeout_gateway_close'
+       AND args ->> 'order_id' <> 'unnamed-then-bank' ORDER BY 1$$,
     $$VALUES ('bank-then-card'), ('card-then-bank')$$,
     'the cancel closes an order whose earlier attempt was a card payment, not one of transfers alone');
 SELECT is((SELECT count(*)::integer FROM public.river_job
-            WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'unnamed-then-bank'), 0,
-    'an attempt without a method goes by the order''s (a transfer: nothing to close)');
+            WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'unnamed-then-bank'), 1,
+    'an attempt started without a method has the defaults, which close, though the order''s method is now a transfer');
 
 -- Late money for each attempt.
 SELECT ordertimeout.confirm_payment('bank-then-card', 'btc-bank');
@@ -68,16 +71,38 @@ SELECT is((SELECT late_payment FROM ordertimeout.conflict_info(
              (SELECT conflict_id FROM ordertimeout.conflicts WHERE payment_id = 'ctb-card'))), 'reinstate',
     'so does conflict_info');
 
--- Money confirmed without a begin, and money for an attempt without a
--- method, go by the order's method.
+-- Money confirmed without a begin goes by the order's method; money for an
+-- attempt started without a method by the settings'.
 SELECT ordertimeout.cancel_order('no-begin', 'shop cancelled');
 UPDATE ordertimeout.orders SET payment_method = 'bank_transfer' WHERE order_id = 'no-begin';
 SELECT ordertimeout.confirm_payment('no-begin', 'nb-1');
 SELECT ordertimeout.confirm_payment('unnamed-then-bank', 'utb-1');
 SELECT is((SELECT late_payment FROM ordertimeout.open_conflicts() WHERE payment_id = 'nb-1'), 'refund',
     'money confirmed without a begin gets the order''s method''s policy');
-SELECT is((SELECT late_payment FROM ordertimeout.open_conflicts() WHERE payment_id = 'utb-1'), 'refund',
-    'money for an attempt without a method gets the order''s method''s policy');
+SELECT is((SELECT late_payment FROM ordertimeout.open_conflicts() WHERE payment_id = 'utb-1'), 'reinstate',
+    'money for an attempt started without a method gets the settings'' policy, not the later transfer''s');
+SELECT results_eq(
+    $$SELECT payment_id, method FROM ordertimeout.order_payments('no-begin')$$,
+    $$VALUES ('nb-1', 'bank_transfer')$$,
+    'order_payments gives the order''s method for a payment confirmed without a begin');
+
+-- An attempt begun before migration 000059 (method not known here) reads as
+-- the order's method; a later attempt with another method pins it first.
+SELECT ordertimeout.create_order('legacy', '[{"sku":"A","qty":1}]', '1 hour');
+SELECT ordertimeout.begin_payment('legacy', 'lg-card', method => 'card');
+SELECT ordertimeout.fail_payment('legacy', 'lg-card');
+UPDATE ordertimeout.payments SET method = NULL, method_known = false WHERE payment_id = 'lg-card';
+SELECT is((SELECT method FROM ordertimeout.order_payments('legacy')), 'card', 'a legacy attempt reads as the order''s method');
+SELECT ordertimeout.begin_payment('legacy', 'lg-bank', method => 'bank_transfer');
+SELECT results_eq(
+    $$SELECT payment_id, method FROM ordertimeout.order_payments('legacy')$$,
+    $$VALUES ('lg-card', 'card'), ('lg-bank', 'bank_transfer')$$,
+    'a new attempt with another method pins the legacy attempt to the order''s method before it changes');
+SELECT ordertimeout.fail_payment('legacy', 'lg-bank');
+SELECT ordertimeout.cancel_order('legacy', 'shop cancelled');
+SELECT is((SELECT count(*)::integer FROM public.river_job
+            WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'legacy'), 1,
+    'so its card payment is closed at the cancel');
 
 -- A method an attempt was started with is a known one.
 SELECT throws_ok($$UPDATE ordertimeout.payments SET method = 'cheque' WHERE payment_id = 'bo-2'$$, '23503', NULL,
