@@ -66,9 +66,29 @@ func TestHandedOverConflictShowsWhy(t *testing.T) {
 	hand := row(t, a.Body, fmt.Sprintf("conflict-%d", id))
 	require.Contains(t, hand, "left to a person by the sidecar: sidecar: the gateway said &lt;b&gt;pending&lt;/b&gt; 10 times")
 	require.Contains(t, hand, `value="reinstate"`, "still decided here")
+	require.Contains(t, hand, "policy: manual", "the settings' policy (this site's)")
 	require.NotContains(t, row(t, a.Body, fmt.Sprintf("conflict-%d", s.MismatchID)), "left to a person")
 
 	a = site.resolve(t, operator, id, "manual", site.token(t, operator), nil)
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	require.EqualValues(t, 1, sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'O-HAND' AND resolution = 'manual'"))
+}
+
+// The list shows the policy the sidecar follows for each conflict: that of
+// the method its payment was started with, not the order's last one.
+func TestConflictShowsThePolicyOfItsPaymentsMethod(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	sidecartest.Exec(t, s.DB, `SELECT ordertimeout.create_order('O-TWO', '[{"sku":"A","qty":1}]', interval '1 hour')`)
+	for _, a := range [][2]string{{"pay-bank", "bank_transfer"}, {"pay-card", "card"}} {
+		sidecartest.Exec(t, s.DB, "SELECT ordertimeout.begin_payment('O-TWO', $1, method => $2)", a[0], a[1])
+		sidecartest.Exec(t, s.DB, "SELECT ordertimeout.fail_payment('O-TWO', $1)", a[0])
+	}
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.cancel_order('O-TWO', 'requested')")
+	sidecartest.Exec(t, s.DB, "SELECT ordertimeout.confirm_payment('O-TWO', 'pay-bank')")
+	id := sidecartest.Int(t, s.DB, "SELECT conflict_id FROM ordertimeout.conflicts WHERE order_id = 'O-TWO'")
+
+	a := site.do(t, http.MethodGet, "/console/conflicts", operator, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Contains(t, row(t, a.Body, fmt.Sprintf("conflict-%d", id)), "policy: refund", "the transfer's, not the card's")
 }

@@ -181,6 +181,9 @@ type openConflict struct {
 	// HandedOverWhy is set when the sidecar left the conflict to a
 	// person (hand_over_conflict), and says why.
 	HandedOverWhy *string
+	// Policy is the late-payment policy the sidecar follows for it: that of
+	// the method its payment was started with, else the settings'.
+	Policy string
 }
 
 type resolvedConflict struct {
@@ -249,7 +252,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 		       o.status, o.amount::text, o.currency,
 		       coalesce(o.amount IS NOT NULL AND c.amount IS DISTINCT FROM o.amount
 		             OR o.currency IS NOT NULL AND c.currency IS DISTINCT FROM o.currency, false),
-		       c.handed_over_why
+		       c.handed_over_why, c.late_payment
 		FROM ordertimeout.open_conflicts($1) AS c
 		LEFT JOIN LATERAL ordertimeout.order_info(c.order_id) AS o ON true
 		ORDER BY c.detected_at, c.conflict_id`, maxOpenConflicts+1)
@@ -260,7 +263,7 @@ func (h *Handler) renderConflicts(w http.ResponseWriter, r *http.Request, status
 	for rows.Next() {
 		var c openConflict
 		if err := rows.Scan(&c.ID, &c.OrderID, &c.PaymentID, &c.Kind, &c.State, &c.Amount, &c.Currency,
-			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency, &c.AmountDiffers, &c.HandedOverWhy); err != nil {
+			&c.Age, &c.DetectedAt, &c.OrderStatus, &c.OrderAmount, &c.OrderCurrency, &c.AmountDiffers, &c.HandedOverWhy, &c.Policy); err != nil {
 			rows.Close()
 			h.dbFail(w, r, "read the open conflicts", err)
 			return
