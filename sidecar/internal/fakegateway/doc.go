@@ -9,10 +9,6 @@
 //	POST /v1/refunds
 //	GET  /v1/payments?since=<RFC 3339>&limit=N
 //
-// A close that names the order's payment in keep_open leaves it payable
-// (and answers paid if it was); OrderState.KeepOpen keeps what the last
-// close named.
-//
 // A refund, the sidecar's or a person's, changes what the order's payment
 // holds, as the contract says: refunded in full, GET /v1/orders/{order_id}
 // answers failed; in part, paid with the rest.

@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,9 +70,6 @@ type OrderState struct {
 	Closed    bool             `json:"closed"`
 	Closes    int              `json:"closes"`
 	Refunds   int              `json:"refunds"`
-	// KeepOpen is the keep_open of the last close: the payments it was
-	// told to leave open.
-	KeepOpen []string `json:"keep_open,omitempty"`
 }
 
 // Stats counts what the fake was asked (GET /_fake/stats).
@@ -119,7 +115,6 @@ type order struct {
 	closed    bool
 	closes    int
 	refunds   int
-	keepOpen  []string
 	// noneQueries is how many more queries answer none (behaviour qr).
 	noneQueries int
 }
@@ -366,7 +361,6 @@ func (s *Server) orderState(orderID string) OrderState {
 		Closed:    o.closed,
 		Closes:    o.closes,
 		Refunds:   o.refunds,
-		KeepOpen:  slices.Clone(o.keepOpen),
 	}
 }
 
@@ -427,11 +421,6 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
-	var req gateway.CloseRequest
-	if err := decode(r, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
 	s.mu.Lock()
 	s.stats.Closes++
 	s.mu.Unlock()
@@ -441,19 +430,6 @@ func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	o := s.order(id)
 	o.closes++
-	o.keepOpen = req.KeepOpen
-	// A payment the close must leave open stays payable: not closed.
-	if o.paymentID != "" && slices.Contains(req.KeepOpen, o.paymentID) {
-		var out gateway.CloseResult
-		if o.status == gateway.StatusPaid {
-			out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount, Currency: o.currency}
-		} else {
-			out = gateway.CloseResult{Status: gateway.CloseClosed}
-		}
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
 	if o.behaviour == PayOnClose && !o.closed && o.paymentID != "" && o.status != gateway.StatusPaid {
 		o.status = gateway.StatusPaid // ORDERPAID: the buyer was faster
 		s.ledger.paid(id, o)

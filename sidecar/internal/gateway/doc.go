@@ -33,20 +33,12 @@
 //	     arrives later is a late-payment conflict, resolved by policy.
 //
 //	POST /v1/orders/{order_id}/close
-//	     {} or {"keep_open": ["P2"]}
 //	     200 {"status": "closed"}
 //	     200 {"status": "paid", "payment_id": "P1", "amount": "12.50",
 //	          "currency": "EUR"}
-//	     closed: no payment can complete for the order any more, but
-//	     those keep_open names (also returned for an order the gateway
-//	     never saw). paid: too late, the buyer has paid. Repeating a close
-//	     gives the same answer.
-//	     keep_open names payments of the order (the ids the shop gave
-//	     begin_payment) that the close must leave open: attempts whose
-//	     payment method has nothing to close (a bank transfer), besides one
-//	     that has (a card payment started before or after it). An adapter
-//	     whose gateway cannot tell an order's payments apart closes what it
-//	     can; one whose gateway has nothing to close for them ignores it.
+//	     closed: no payment can complete for the order any more (also
+//	     returned for an order the gateway never saw). paid: too late, the
+//	     buyer has paid. Repeating a close gives the same answer.
 //
 //	     An adapter maps the gateways' close errors onto these: closing an
 //	     order already closed (Alipay's TRADE_STATUS_ERROR on a closed

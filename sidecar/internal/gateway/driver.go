@@ -63,12 +63,6 @@ type Ref struct {
 	// payment or precancel check, or a close, does not set it: a chargeback
 	// of an order paid on time is not the timeout's matter.
 	Held bool
-	// KeepOpen, for a close only, names the payments of the order the close
-	// leaves open: attempts whose payment method has nothing to close
-	// (payment_methods.gateway_close false: a bank transfer), begun before
-	// or after one that does. A payment it names that was paid is still the
-	// answer (ClosePaid): the money came.
-	KeepOpen []string
 }
 
 // Driver names, for --gateway.

@@ -118,12 +118,6 @@ type CloseResult struct {
 	Currency  Currency `json:"currency,omitempty"`
 }
 
-// CloseRequest is the body of a close: the payments of the order it must
-// leave open (Ref.KeepOpen), if any.
-type CloseRequest struct {
-	KeepOpen []string `json:"keep_open,omitempty"`
-}
-
 // RefundRequest asks the gateway to return a payment.
 type RefundRequest struct {
 	OrderID        string `json:"order_id"`
@@ -194,14 +188,13 @@ func (c *Client) Order(ctx context.Context, ref Ref) (Order, error) {
 	return o, nil
 }
 
-// Close closes the payments of order ref.OrderID at the gateway so that the
-// buyer can no longer complete them, but those ref.KeepOpen names (sent as
-// keep_open). A CloseResult with Status ClosePaid means the buyer paid before
-// the close.
+// Close closes the payment of order ref.OrderID at the gateway so that the
+// buyer can no longer complete it. A CloseResult with Status ClosePaid means
+// the buyer paid before the close.
 func (c *Client) Close(ctx context.Context, ref Ref) (CloseResult, error) {
 	orderID := ref.OrderID
 	var r CloseResult
-	err := c.do(ctx, "close", http.MethodPost, "/v1/orders/"+PathSegment(orderID)+"/close", CloseRequest{KeepOpen: ref.KeepOpen}, &r)
+	err := c.do(ctx, "close", http.MethodPost, "/v1/orders/"+PathSegment(orderID)+"/close", struct{}{}, &r)
 	if err != nil {
 		return CloseResult{}, fmt.Errorf("close order %q at gateway: %w", orderID, err)
 	}

@@ -85,44 +85,6 @@ func TestCloseAnsweredAlreadyPaid(t *testing.T) {
 	require.Equal(t, 1, e.fake.Order("W1").Closes)
 }
 
-// An order with a card attempt and then a bank transfer is closed at the
-// cancel for its card payment, and the close tells the gateway to leave the
-// transfer open (keep_open): its method has nothing to close. Before, the
-// order's last method decided: no close at all, and the card payment stayed
-// payable. An order of transfers alone gets no close.
-func TestCloseLeavesABankTransferOpen(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, false)
-	for _, o := range []string{"K1", "K2"} {
-		// 2 s: begin_payment refuses an expired order, and a loaded machine
-		// can take hundreds of milliseconds between two statements.
-		sidecartest.CreateOrder(t, e.db, o, 2*time.Second, `{"precheck": "never"}`)
-	}
-	for _, a := range [][3]string{{"K1", "PC1", "card"}, {"K1", "PB1", "bank_transfer"}, {"K2", "PB2", "bank_transfer"}, {"K2", "PB3", "bank_transfer"}} {
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.begin_payment($1, $2, interval '50 milliseconds', $3)", a[0], a[1], a[2])
-		sidecartest.Exec(t, e.db, "SELECT ordertimeout.fail_payment($1, $2)", a[0], a[1])
-	}
-	// A close that closed the transfer would find it paid (WeChat Pay's
-	// ORDERPAID): a conflict.
-	require.NoError(t, e.fake.Set(bg, "K1", fakegateway.Behaviour{Behaviour: fakegateway.PayOnClose, PaymentID: "PB1"}))
-	sidecartest.Start(t, e.config("s1"))
-
-	sidecartest.WaitStatus(t, e.db, "K1", "CANCELLED", 30*time.Second)
-	sidecartest.WaitStatus(t, e.db, "K2", "CANCELLED", 30*time.Second)
-	sidecartest.Eventually(t, 20*time.Second, "K1 closed at the gateway", func() (bool, error) {
-		return e.fake.Order("K1").Closes == 1 && sidecartest.Int(t, e.db, `SELECT count(*) FROM public.river_job
-			WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'K1' AND state = 'completed'`) == 1, nil
-	})
-	got := e.fake.Order("K1")
-	require.Equal(t, []string{"PB1"}, got.KeepOpen, "the close names the transfer to leave open")
-	require.False(t, got.Closed, "the transfer was left payable")
-	require.Zero(t, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.conflicts WHERE order_id = 'K1'"),
-		"a transfer left open is not a payment found by the close")
-	require.Zero(t, sidecartest.Int(t, e.db, `SELECT count(*) FROM public.river_job
-		WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'K2'`), "transfers alone: nothing to close")
-	require.Zero(t, e.fake.Order("K2").Closes)
-}
-
 // timestamps is an HTTP server in front of the fake gateway that records
 // when each close arrived.
 type timestamps struct {

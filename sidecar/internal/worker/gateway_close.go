@@ -3,10 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
@@ -54,18 +51,12 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		ref = gateway.Ref{OrderID: a.OrderID} // close it anyway
 	} else if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
-	} else if ref.KeepOpen, err = keepOpen(ctx, w.Pool, a.OrderID); err != nil {
-		return retry(ctx, w.Deps, job, true, err)
 	}
 	r, err := w.Gateway.Close(ctx, ref)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
 	if r.Status == gateway.CloseClosed {
-		if len(ref.KeepOpen) > 0 {
-			w.Logger.Info("closed at the gateway, but the attempts whose method has nothing to close",
-				"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "kept_open", ref.KeepOpen)
-		}
 		w.outcome(job.Kind, "closed")
 		return nil
 	}
@@ -96,23 +87,4 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		"order_id", a.OrderID, "payment_id", r.PaymentID, "result", result)
 	w.outcome(job.Kind, "paid_"+result)
 	return nil
-}
-
-// keepOpen returns the payments of the order a close leaves open: the
-// attempts whose payment method has nothing to close at the gateway
-// (payment_methods.gateway_close false), by the method that decides for
-// each (order_payments: the one it was started with, else the order's).
-func keepOpen(ctx context.Context, db *pgxpool.Pool, orderID string) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT p.payment_id
-		   FROM ordertimeout.order_payments($1) AS p
-		   JOIN ordertimeout.payment_methods AS m ON m.method = p.method
-		  WHERE NOT m.gateway_close`, orderID)
-	if err != nil {
-		return nil, fmt.Errorf("read the payments of order %q a close leaves open: %w", orderID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read the payments of order %q a close leaves open: %w", orderID, err)
-	}
-	return ids, nil
 }

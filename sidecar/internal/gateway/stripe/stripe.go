@@ -303,13 +303,10 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	// open the close is not done, even if another is paid: the worker
 	// would record the paid one and end the job, and the open one would
 	// stay payable for good. The close is tried again later, and the paid
-	// one is the answer once none is left open. The payments ref.KeepOpen
-	// names (a bank transfer's, whose method has nothing to close) are left
-	// as they are, and wait for nothing; one of them paid is still money
-	// the order cannot take, and the answer.
+	// one is the answer once none is left open.
 	var failed []error
 	for i, p := range ps {
-		if !p.closable || slices.Contains(ref.KeepOpen, p.id) {
+		if !p.closable {
 			continue
 		}
 		closed, err := d.closeOne(ctx, ref.OrderID, p)
@@ -327,7 +324,7 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 		if p.status == gateway.StatusPaid {
 			return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency}, nil
 		}
-		if p.processing && !slices.Contains(ref.KeepOpen, p.id) {
+		if p.processing {
 			processing = append(processing, p.id)
 		}
 	}

@@ -563,44 +563,6 @@ func TestCloseRefusedStillOpen(t *testing.T) {
 	require.Equal(t, gateway.CloseClosed, r.Status)
 }
 
-// A close leaves alone the payments Ref.KeepOpen names (a bank transfer's,
-// whose method has nothing to close): they are not cancelled, and one still
-// processing does not hold the close up. One of them paid is still the
-// answer: money the cancelled order cannot take.
-func TestCloseLeavesKeptOpenPayments(t *testing.T) {
-	t.Parallel()
-	posted := func(s *scripted, key string) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return slices.Contains(s.seen, key)
-	}
-	s, url := newScripted(t)
-	s.set("GET /v1/payment_intents/pi_card", intent("pi_card", "requires_payment_method", 1250, "eur", "A1"))
-	s.set("POST /v1/payment_intents/pi_card/cancel", intent("pi_card", "canceled", 1250, "eur", "A1"))
-	s.set("GET /v1/payment_intents/pi_bank", intent("pi_bank", "requires_action", 1250, "eur", "A1"))
-	s.set("POST /v1/payment_intents/pi_bank/cancel", intent("pi_bank", "canceled", 1250, "eur", "A1"))
-	d := newDriver(t, url)
-	ref := gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_card", "pi_bank"}, KeepOpen: []string{"pi_bank"}}
-
-	r, err := d.Close(bg, ref)
-	require.NoError(t, err)
-	require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r)
-	require.True(t, posted(s, "POST /v1/payment_intents/pi_card/cancel"), "the card payment is closed")
-	require.False(t, posted(s, "POST /v1/payment_intents/pi_bank/cancel"), "the transfer is left open")
-
-	s.set("GET /v1/payment_intents/pi_bank", intent("pi_bank", "processing", 1250, "eur", "A1"))
-	r, err = d.Close(bg, ref)
-	require.NoError(t, err, "a transfer left open that is processing holds nothing up")
-	require.Equal(t, gateway.CloseClosed, r.Status)
-
-	s.set("GET /v1/payment_intents/pi_bank", intent("pi_bank", "succeeded", 1250, "eur", "A1"))
-	r, err = d.Close(bg, ref)
-	require.NoError(t, err)
-	require.Equal(t, gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: "pi_bank", Amount: "12.50", Currency: "EUR"}, r,
-		"the transfer's money came: the answer")
-	require.False(t, posted(s, "POST /v1/payment_intents/pi_bank/cancel"))
-}
-
 // A close whose payments cannot all be closed still closes the others.
 // Before, the first close that failed ended the close: the order's other
 // open PaymentIntents stayed payable until that one could be closed. A paid
