@@ -11,7 +11,7 @@
 -- Edit plpgsql/, sql/ or the hand-written files and generate it again.
 --
 -- Each payment attempt keeps the payment method begin_payment started it with
--- (payments.method, with payments.method_known). Before, only the order's last
+-- (payments.method, with payments.method_recorded). Before, only the order's last
 -- method was kept (begin_payment overwrites orders.payment_method), so two
 -- things were decided by the last attempt's method for every attempt of the
 -- order:
@@ -19,22 +19,24 @@
 -- - the close at the cancel: an order whose last attempt was a bank transfer
 --  (nothing to close) got no close job, and an earlier card payment stayed
 --  open at the gateway, for the buyer to finish after the cancel. Now the
---  order is closed when any attempt's method closes (an attempt started
---  without a method has the defaults, which close);
+--  order is closed when any attempt's method closes (an attempt with no
+--  method, not named and none on the order then, has the defaults, which
+--  close);
 -- - the late-payment policy: money arriving for an earlier bank transfer got
 --  the policy of the card payment started after it. Now a conflict gets the
---  policy of its own payment's method (the settings' for an attempt started
---  without one).
+--  policy of its own payment's method (the settings' for an attempt with no
+--  method).
 --
--- Where an attempt's method is not known here (method_known false: a payment
--- confirmed without a begin_payment), the order's method stands for it, as
--- before. The payments already recorded keep method_known false, which reads
--- them as before, except those of orders with more than one payment, the only
--- ones the order's last method can misread: those are filled from their
--- PAYING events (begin_payment has logged the method in the event's detail
--- since migration 000010), when that method is still a known one. The
--- migration so reads and writes only those orders' rows, under its lock of
--- the payments table, instead of rewriting every payment.
+-- Where a payment's method is not recorded (method_recorded false: confirmed
+-- without a begin_payment), the order's method stands for it, as before,
+-- until a begin_payment with another method records the order's on it. The
+-- payments already recorded keep method_recorded false, which reads them as
+-- before, except those of orders with more than one payment, the only ones
+-- the order's last method can misread: those are filled from their PAYING
+-- events (begin_payment has logged the method in the event's detail since
+-- migration 000010), when that method is still a known one. The migration so
+-- reads and writes only those orders' rows, under its lock of the payments
+-- table, instead of rewriting every payment.
 --
 -- order_payments returns each attempt's currency and the method that decides
 -- for it as its last two columns (its result type changes: dropped and
@@ -377,5 +379,5 @@ TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;
 -- attempt's method in its PAYING event, from which 000059 fills them again.
 ALTER TABLE ordertimeout.payments
     DROP CONSTRAINT payments_method_known,
-    DROP COLUMN method_known,
+    DROP COLUMN method_recorded,
     DROP COLUMN method;

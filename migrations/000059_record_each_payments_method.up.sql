@@ -11,7 +11,7 @@
 -- Edit plpgsql/, sql/ or the hand-written files and generate it again.
 --
 -- Each payment attempt keeps the payment method begin_payment started it with
--- (payments.method, with payments.method_known). Before, only the order's last
+-- (payments.method, with payments.method_recorded). Before, only the order's last
 -- method was kept (begin_payment overwrites orders.payment_method), so two
 -- things were decided by the last attempt's method for every attempt of the
 -- order:
@@ -19,22 +19,24 @@
 -- - the close at the cancel: an order whose last attempt was a bank transfer
 --  (nothing to close) got no close job, and an earlier card payment stayed
 --  open at the gateway, for the buyer to finish after the cancel. Now the
---  order is closed when any attempt's method closes (an attempt started
---  without a method has the defaults, which close);
+--  order is closed when any attempt's method closes (an attempt with no
+--  method, not named and none on the order then, has the defaults, which
+--  close);
 -- - the late-payment policy: money arriving for an earlier bank transfer got
 --  the policy of the card payment started after it. Now a conflict gets the
---  policy of its own payment's method (the settings' for an attempt started
---  without one).
+--  policy of its own payment's method (the settings' for an attempt with no
+--  method).
 --
--- Where an attempt's method is not known here (method_known false: a payment
--- confirmed without a begin_payment), the order's method stands for it, as
--- before. The payments already recorded keep method_known false, which reads
--- them as before, except those of orders with more than one payment, the only
--- ones the order's last method can misread: those are filled from their
--- PAYING events (begin_payment has logged the method in the event's detail
--- since migration 000010), when that method is still a known one. The
--- migration so reads and writes only those orders' rows, under its lock of
--- the payments table, instead of rewriting every payment.
+-- Where a payment's method is not recorded (method_recorded false: confirmed
+-- without a begin_payment), the order's method stands for it, as before,
+-- until a begin_payment with another method records the order's on it. The
+-- payments already recorded keep method_recorded false, which reads them as
+-- before, except those of orders with more than one payment, the only ones
+-- the order's last method can misread: those are filled from their PAYING
+-- events (begin_payment has logged the method in the event's detail since
+-- migration 000010), when that method is still a known one. The migration so
+-- reads and writes only those orders' rows, under its lock of the payments
+-- table, instead of rewriting every payment.
 --
 -- order_payments returns each attempt's currency and the method that decides
 -- for it as its last two columns (its result type changes: dropped and
@@ -52,13 +54,13 @@
 -- the column without rewriting the table.
 ALTER TABLE ordertimeout.payments
     ADD COLUMN method text,
-    ADD COLUMN method_known boolean NOT NULL DEFAULT false,
+    ADD COLUMN method_recorded boolean NOT NULL DEFAULT false,
     ADD CONSTRAINT payments_method_known
         FOREIGN KEY (method) REFERENCES ordertimeout.payment_methods (method);
 COMMENT ON COLUMN ordertimeout.payments.method IS
-    'with method_known, the payment method begin_payment started this attempt with (NULL: none, the defaults); decides the close at the cancel and the late-payment policy of this payment';
-COMMENT ON COLUMN ordertimeout.payments.method_known IS
-    'whether method is this attempt''s: false for a payment confirmed without a begin_payment, or begun before migration 000059 (unless its order had other payments: 000059 filled those from their events), for which the order''s payment_method stands';
+    'with method_recorded, the payment method of this attempt: the one begin_payment was given, else the order''s at that moment (NULL: none, the defaults); decides the close at the cancel and the late-payment policy of this payment';
+COMMENT ON COLUMN ordertimeout.payments.method_recorded IS
+    'whether method is recorded: false for a payment confirmed without a begin_payment, or begun before migration 000059 (unless its order had other payments: 000059 filled those from their events), for which the order''s payment_method stands until a begin_payment with another method records it';
 
 -- The attempts already recorded of orders with more than one payment (the
 -- only ones the order's last method can misread): the method their
@@ -66,7 +68,7 @@ COMMENT ON COLUMN ordertimeout.payments.method_known IS
 -- and it is still a known method.
 UPDATE ordertimeout.payments AS p
 SET method = e.method,
-    method_known = true
+    method_recorded = true
 FROM (SELECT DISTINCT ON (ev.detail ->> 'payment_id')
              ev.detail ->> 'payment_id' AS payment_id, ev.order_id, ev.detail ->> 'method' AS method
         FROM ordertimeout.events AS ev
@@ -103,7 +105,7 @@ FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
 LEFT JOIN ordertimeout.payment_methods AS m
-       ON m.method = CASE WHEN p.method_known THEN p.method ELSE o.payment_method END
+       ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
 CROSS JOIN ordertimeout.settings AS s;
 
 COMMENT ON VIEW ordertimeout._conflicts_with_policy IS
@@ -214,7 +216,7 @@ BEGIN
     -- anything to close (bank transfers only). Each attempt counts with its
     -- own method (none: the defaults, which close): an order whose last
     -- attempt is a bank transfer still has an earlier card payment to
-    -- close. An attempt whose method is not known here (method_known false)
+    -- close. A payment whose method is not recorded (method_recorded false)
     -- goes by the order's.
     PERFORM ordertimeout._insert_jobs(NULL, 'ordertimeout_gateway_close',
         (SELECT array_agg(jsonb_build_object('order_id', g.order_id))
@@ -223,7 +225,7 @@ BEGIN
             AND EXISTS (SELECT 1
                           FROM ordertimeout.payments AS p
                           LEFT JOIN ordertimeout.payment_methods AS m
-                                 ON m.method = CASE WHEN p.method_known THEN p.method ELSE g.method END
+                                 ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE g.method END
                          WHERE p.order_id = g.order_id
                            AND coalesce(m.gateway_close, true))),
         now());
@@ -324,17 +326,18 @@ BEGIN
     FROM ordertimeout.settings AS s
     LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
 
-    -- An attempt whose method is not known here (begun before migration
-    -- 000059 on an order with no other payment) reads as the order's
-    -- method, which is its own until this attempt changes it: pin it first.
-    -- Only when the method changes, so most calls skip it.
+    -- A payment whose method is not recorded (confirmed without a begin, or
+    -- begun before migration 000059 on an order with no other payment)
+    -- reads as the order's method, which is its own until this attempt
+    -- changes it: record it first, so that neither its close nor the policy
+    -- of its conflict changes. Only when the method changes, so most calls
+    -- skip it.
     IF v_method IS DISTINCT FROM v_order.payment_method THEN
         UPDATE ordertimeout.payments AS p
         SET method = v_order.payment_method,
-            method_known = true
+            method_recorded = true
         WHERE p.order_id = begin_payment.order_id
-          AND NOT p.method_known
-          AND p.started_at IS NOT NULL;
+          AND NOT p.method_recorded;
     END IF;
 
     -- The payment check at paying_until: the sidecar asks the gateway.
@@ -368,7 +371,7 @@ BEGIN
     -- A row under this payment_id now is another order's, written since the
     -- look above (two orders given the same payment_id at once): every
     -- transition of this order holds its lock, so none of ours can be.
-    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method, method_known)
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method, method_recorded)
     VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now, v_method, true)
     ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
     IF NOT FOUND THEN
@@ -424,7 +427,7 @@ BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
     SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at,
-           p.currency::text, CASE WHEN p.method_known THEN p.method ELSE o.payment_method END
+           p.currency::text, CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
     FROM ordertimeout.payments AS p
     JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
     WHERE p.order_id = order_payments.order_id
@@ -433,7 +436,7 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.order_payments(text) IS
-    'the payment attempts of one order, each with the currency the gateway confirmed and the payment method that decides for it: the one it was started with (NULL: none, the defaults), or the order''s when this attempt''s is not known here (payments.method_known: a payment confirmed without a begin_payment, or begun before migration 000059)';
+    'the payment attempts of one order, each with the currency the gateway confirmed and the payment method that decides for it: the one begin_payment was given, else the order''s at that moment (NULL: none, the defaults), or the order''s where that is not recorded (payments.method_recorded: a payment confirmed without a begin_payment, or begun before migration 000059)';
 
 REVOKE ALL ON FUNCTION ordertimeout.order_payments(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ordertimeout.order_payments(text)

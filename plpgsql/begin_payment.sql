@@ -90,17 +90,18 @@ BEGIN
     FROM ordertimeout.settings AS s
     LEFT JOIN ordertimeout.payment_methods AS m ON m.method = v_method;
 
-    -- An attempt whose method is not known here (begun before migration
-    -- 000059 on an order with no other payment) reads as the order's
-    -- method, which is its own until this attempt changes it: pin it first.
-    -- Only when the method changes, so most calls skip it.
+    -- A payment whose method is not recorded (confirmed without a begin, or
+    -- begun before migration 000059 on an order with no other payment)
+    -- reads as the order's method, which is its own until this attempt
+    -- changes it: record it first, so that neither its close nor the policy
+    -- of its conflict changes. Only when the method changes, so most calls
+    -- skip it.
     IF v_method IS DISTINCT FROM v_order.payment_method THEN
         UPDATE ordertimeout.payments AS p
         SET method = v_order.payment_method,
-            method_known = true
+            method_recorded = true
         WHERE p.order_id = begin_payment.order_id
-          AND NOT p.method_known
-          AND p.started_at IS NOT NULL;
+          AND NOT p.method_recorded;
     END IF;
 
     -- The payment check at paying_until: the sidecar asks the gateway.
@@ -134,7 +135,7 @@ BEGIN
     -- A row under this payment_id now is another order's, written since the
     -- look above (two orders given the same payment_id at once): every
     -- transition of this order holds its lock, so none of ours can be.
-    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method, method_known)
+    INSERT INTO ordertimeout.payments (payment_id, order_id, status, started_at, method, method_recorded)
     VALUES (begin_payment.payment_id, begin_payment.order_id, 'started', v_now, v_method, true)
     ON CONFLICT ON CONSTRAINT payments_pkey DO NOTHING;
     IF NOT FOUND THEN

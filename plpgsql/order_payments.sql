@@ -17,7 +17,7 @@ BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
     SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at,
-           p.currency::text, CASE WHEN p.method_known THEN p.method ELSE o.payment_method END
+           p.currency::text, CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
     FROM ordertimeout.payments AS p
     JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
     WHERE p.order_id = order_payments.order_id
@@ -26,4 +26,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.order_payments(text) IS
-    'the payment attempts of one order, each with the currency the gateway confirmed and the payment method that decides for it: the one it was started with (NULL: none, the defaults), or the order''s when this attempt''s is not known here (payments.method_known: a payment confirmed without a begin_payment, or begun before migration 000059)';
+    'the payment attempts of one order, each with the currency the gateway confirmed and the payment method that decides for it: the one begin_payment was given, else the order''s at that moment (NULL: none, the defaults), or the order''s where that is not recorded (payments.method_recorded: a payment confirmed without a begin_payment, or begun before migration 000059)';

@@ -235,7 +235,7 @@ BEGIN
     -- anything to close (bank transfers only). Each attempt counts with its
     -- own method (none: the defaults, which close): an order whose last
     -- attempt is a bank transfer still has an earlier card payment to
-    -- close. An attempt whose method is not known here (method_known false)
+    -- close. A payment whose method is not recorded (method_recorded false)
     -- goes by the order's.
     PERFORM ordertimeout._insert_jobs(NULL, 'ordertimeout_gateway_close',
         (SELECT array_agg(jsonb_build_object('order_id', g.order_id))
@@ -244,7 +244,7 @@ BEGIN
             AND EXISTS (SELECT 1
                           FROM ordertimeout.payments AS p
                           LEFT JOIN ordertimeout.payment_methods AS m
-                                 ON m.method = CASE WHEN p.method_known THEN p.method ELSE g.method END
+                                 ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE g.method END
                          WHERE p.order_id = g.order_id
                            AND coalesce(m.gateway_close, true))),
         now());

@@ -10,7 +10,7 @@ CREATE TABLE ordertimeout.payments (
     failed_at    timestamptz,
     currency     ordertimeout.currency_code,
     method       text,
-    method_known boolean     NOT NULL DEFAULT false,
+    method_recorded boolean NOT NULL DEFAULT false,
     CONSTRAINT payments_pkey PRIMARY KEY (payment_id),
     CONSTRAINT payments_order_exists
         FOREIGN KEY (order_id) REFERENCES ordertimeout.orders (order_id),
@@ -24,9 +24,9 @@ CREATE INDEX payments_order_id ON ordertimeout.payments (order_id);
 COMMENT ON TABLE ordertimeout.payments IS
     'payment attempts: started by begin_payment, confirmed or failed by the gateway; late = confirmed but recorded as a conflict';
 COMMENT ON COLUMN ordertimeout.payments.method IS
-    'with method_known, the payment method begin_payment started this attempt with (NULL: none, the defaults); decides the close at the cancel and the late-payment policy of this payment';
-COMMENT ON COLUMN ordertimeout.payments.method_known IS
-    'whether method is this attempt''s: false for a payment confirmed without a begin_payment, or begun before migration 000059 (unless its order had other payments: 000059 filled those from their events), for which the order''s payment_method stands';
+    'with method_recorded, the payment method of this attempt: the one begin_payment was given, else the order''s at that moment (NULL: none, the defaults); decides the close at the cancel and the late-payment policy of this payment';
+COMMENT ON COLUMN ordertimeout.payments.method_recorded IS
+    'whether method is recorded: false for a payment confirmed without a begin_payment, or begun before migration 000059 (unless its order had other payments: 000059 filled those from their events), for which the order''s payment_method stands until a begin_payment with another method records it';
 
 CREATE TABLE ordertimeout.conflicts (
     conflict_id bigint      GENERATED ALWAYS AS IDENTITY,

@@ -54,9 +54,9 @@ COMMENT ON VIEW ordertimeout.cancel_lag IS
     'how late each timeout cancel came (cancelled_at - cancel_at), by database timestamps; filter on at';
 
 -- Every conflict with the late-payment policy that applies to it: that of
--- the method its payment was started with (the order's when that is not
--- known here: payments.method_known), else the settings' (also for a payment
--- started without a method). Private: read through open_conflicts,
+-- its payment's method (payments.method; the order's when it is not
+-- recorded, payments.method_recorded), else the settings' (also for an
+-- attempt with no method). Private: read through open_conflicts,
 -- conflicts_to_resolve and conflict_info.
 CREATE VIEW ordertimeout._conflicts_with_policy AS
 SELECT
@@ -76,7 +76,7 @@ FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
 LEFT JOIN ordertimeout.payment_methods AS m
-       ON m.method = CASE WHEN p.method_known THEN p.method ELSE o.payment_method END
+       ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
 CROSS JOIN ordertimeout.settings AS s;
 
 COMMENT ON VIEW ordertimeout._conflicts_with_policy IS

@@ -4,5 +4,5 @@
 -- attempt's method in its PAYING event, from which 000059 fills them again.
 ALTER TABLE ordertimeout.payments
     DROP CONSTRAINT payments_method_known,
-    DROP COLUMN method_known,
+    DROP COLUMN method_recorded,
     DROP COLUMN method;

@@ -684,7 +684,7 @@ func TestStoredIntervalsAcrossMigration33(t *testing.T) {
 // recorded before it of orders with more than one payment the method their
 // begin_payment logged in the PAYING event (none when it logged none), when
 // that method is still a known one; every other payment keeps
-// method_known false and reads as its order's method, as before, so the
+// method_recorded false and reads as its order's method, as before, so the
 // migration rewrites only those orders' rows. Going down loses nothing for
 // good (up fills them again), so it is not refused; going below 000058
 // while a conflict is handed to a person is.
@@ -721,7 +721,7 @@ func TestPaymentMethodsAcrossMigration59(t *testing.T) {
 
 	payments := func() []string {
 		t.Helper()
-		rows, err := db.Query(ctx, `SELECT payment_id || '=' || coalesce(method, '-') || CASE WHEN method_known THEN '' ELSE ' (order''s)' END
+		rows, err := db.Query(ctx, `SELECT payment_id || '=' || coalesce(method, '-') || CASE WHEN method_recorded THEN '' ELSE ' (order''s)' END
 			FROM ordertimeout.payments ORDER BY payment_id COLLATE "C"`)
 		require.NoError(t, err)
 		got, err := pgx.CollectRows(rows, pgx.RowTo[string])

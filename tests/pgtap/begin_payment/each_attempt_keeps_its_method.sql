@@ -2,15 +2,16 @@
 -- (payments.method), and that method decides for it: the cancel closes the
 -- order's payments at the gateway when any attempt's method closes, and late
 -- money gets the policy of its own attempt's method. An attempt started
--- without a method has the defaults (close; the settings' policy), also
--- after a later attempt names one. Before migration 000059 both went by the
+-- without a method takes the order's at that moment (window, close,
+-- policy); with none, it has the defaults (close; the settings' policy),
+-- also after a later attempt names one. Before migration 000059 both went by the
 -- order's last method: a card payment started before a bank transfer stayed
 -- open at the gateway after the cancel, and late money for a bank transfer
 -- started before a card payment got the card's policy.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
-SELECT plan(20);
+SELECT plan(25);
 
 INSERT INTO ordertimeout.stock (sku, available) VALUES ('A', 10);
 SELECT ordertimeout.configure(late_payment => 'reinstate', precheck => 'never');
@@ -91,7 +92,7 @@ SELECT results_eq(
 SELECT ordertimeout.create_order('legacy', '[{"sku":"A","qty":1}]', '1 hour');
 SELECT ordertimeout.begin_payment('legacy', 'lg-card', method => 'card');
 SELECT ordertimeout.fail_payment('legacy', 'lg-card');
-UPDATE ordertimeout.payments SET method = NULL, method_known = false WHERE payment_id = 'lg-card';
+UPDATE ordertimeout.payments SET method = NULL, method_recorded = false WHERE payment_id = 'lg-card';
 SELECT is((SELECT method FROM ordertimeout.order_payments('legacy')), 'card', 'a legacy attempt reads as the order''s method');
 SELECT ordertimeout.begin_payment('legacy', 'lg-bank', method => 'bank_transfer');
 SELECT results_eq(
@@ -103,6 +104,34 @@ SELECT ordertimeout.cancel_order('legacy', 'shop cancelled');
 SELECT is((SELECT count(*)::integer FROM public.river_job
             WHERE kind = 'ordertimeout_gateway_close' AND args ->> 'order_id' = 'legacy'), 1,
     'so its card payment is closed at the cancel');
+
+-- An attempt started without a method after one that named it is of that
+-- method, its window as the rest.
+SELECT ordertimeout.create_order('named-then-unnamed', '[{"sku":"A","qty":1}]', '1 hour');
+SELECT ordertimeout.begin_payment('named-then-unnamed', 'ntu-bank', method => 'bank_transfer');
+SELECT ordertimeout.fail_payment('named-then-unnamed', 'ntu-bank');
+SELECT ordertimeout.begin_payment('named-then-unnamed', 'ntu-2');
+SELECT results_eq(
+    $$SELECT payment_id, method FROM ordertimeout.order_payments('named-then-unnamed')$$,
+    $$VALUES ('ntu-bank', 'bank_transfer'), ('ntu-2', 'bank_transfer')$$,
+    'an unnamed attempt takes the order''s method at that moment');
+SELECT is((SELECT gateway_expire_at - started_at FROM ordertimeout.orders JOIN ordertimeout.payments USING (order_id)
+            WHERE payment_id = 'ntu-2'), interval '3 days', 'and that method''s window');
+
+-- Money confirmed without a begin reads as the order's method until a
+-- begin with another method records it: its conflict's policy stays.
+SELECT ordertimeout.put_payment_method('card', interval '15 minutes', true, 'manual');
+SELECT ordertimeout.create_order('mismatch', '[{"sku":"A","qty":1}]', '1 hour', '{"amount": 10, "currency": "EUR"}');
+SELECT ordertimeout.begin_payment('mismatch', 'mm-card', method => 'card');
+SELECT ordertimeout.confirm_payment('mismatch', 'mm-other', 9, 'EUR');
+SELECT is((SELECT late_payment FROM ordertimeout.open_conflicts() WHERE payment_id = 'mm-other'), 'manual',
+    'a mismatch confirmed without a begin: the order''s method''s policy');
+SELECT ordertimeout.fail_payment('mismatch', 'mm-card');
+SELECT ordertimeout.begin_payment('mismatch', 'mm-bank', method => 'bank_transfer');
+SELECT is((SELECT late_payment FROM ordertimeout.open_conflicts() WHERE payment_id = 'mm-other'), 'manual',
+    'a later attempt with another method leaves its conflict''s policy as it was');
+SELECT is((SELECT method FROM ordertimeout.order_payments('mismatch') WHERE payment_id = 'mm-other'), 'card',
+    'the order''s method then is recorded on it');
 
 -- A method an attempt was started with is a known one.
 SELECT throws_ok($$UPDATE ordertimeout.payments SET method = 'cheque' WHERE payment_id = 'bo-2'$$, '23503', NULL,
