@@ -168,11 +168,15 @@ func TestPgCron(t *testing.T) {
 
 	// Wait for the run (a poll with a deadline: the boundary is at most a
 	// minute away).
+	// pg_cron records the run's start_time in its own transaction, which can
+	// commit after the CALL shows as active: wait for both.
 	waitFor(t, ctx, time.Until(boundary)+20*time.Second, "pg_cron to start run_sweeper", func() (bool, error) {
 		var running bool
 		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 		                                         WHERE query = 'CALL ordertimeout.run_sweeper()'
-		                                           AND state = 'active' AND usename = 'shop_cron')`).Scan(&running)
+		                                           AND state = 'active' AND usename = 'shop_cron')
+		                            AND EXISTS (SELECT 1 FROM cron.job_run_details
+		                                         WHERE jobid = $1 AND start_time IS NOT NULL)`, jobID).Scan(&running)
 		return running, err
 	})
 	var started time.Time
