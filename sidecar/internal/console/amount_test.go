@@ -91,4 +91,10 @@ func TestConflictShowsThePolicyOfItsPaymentsMethod(t *testing.T) {
 	a := site.do(t, http.MethodGet, "/console/conflicts", operator, nil, nil)
 	require.Equal(t, http.StatusOK, a.Status, a.Body)
 	require.Contains(t, row(t, a.Body, fmt.Sprintf("conflict-%d", id)), "policy: refund", "the transfer's, not the card's")
+
+	// The order's page shows each attempt's method.
+	a = site.do(t, http.MethodGet, "/console/order?id=O-TWO", operator, nil, nil)
+	require.Equal(t, http.StatusOK, a.Status, a.Body)
+	require.Contains(t, row(t, a.Body, "payment-pay-bank"), "<td>bank_transfer</td>")
+	require.Contains(t, row(t, a.Body, "payment-pay-card"), "<td>card</td>")
 }

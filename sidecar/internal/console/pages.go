@@ -778,8 +778,11 @@ type orderInfo struct {
 
 type payment struct {
 	PaymentID, Status                string
-	Amount                           *string
+	Amount, Currency                 *string
 	StartedAt, ConfirmedAt, FailedAt *time.Time
+	// Method is the payment method that decides for the attempt (its
+	// close, the policy of its conflict): order_payments' method.
+	Method *string
 }
 
 type hold struct {
@@ -873,7 +876,7 @@ func (h *Handler) order(w http.ResponseWriter, r *http.Request) {
 	d.Order = o
 
 	rows, err := db.Query(ctx, `
-		SELECT payment_id, status, amount::text, started_at, confirmed_at, failed_at
+		SELECT payment_id, status, amount::text, currency, started_at, confirmed_at, failed_at, method
 		FROM ordertimeout.order_payments($1)
 		LIMIT $2`, raw, maxRows)
 	if err != nil {
@@ -882,7 +885,7 @@ func (h *Handler) order(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Payments, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (payment, error) {
 		var p payment
-		err := row.Scan(&p.PaymentID, &p.Status, &p.Amount, &p.StartedAt, &p.ConfirmedAt, &p.FailedAt)
+		err := row.Scan(&p.PaymentID, &p.Status, &p.Amount, &p.Currency, &p.StartedAt, &p.ConfirmedAt, &p.FailedAt, &p.Method)
 		return p, err
 	})
 	if err != nil {

@@ -985,45 +985,57 @@ func TestRefusesAnOlderSchema(t *testing.T) {
 	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "new-schema"))
 }
 
-// A sidecar of this version started on the schema just before the newest
-// migration (a rolling deploy that ships the binary before `migrate up`)
+// A sidecar of this version started on the schema just before a migration
+// it needs (a rolling deploy that ships the binary before `migrate up`)
 // refuses to run, like one on a schema without sweep_due's last column.
 // Before, the check looked at sweep_due alone: this binary reads conflicts
 // through conflicts_to_resolve and conflict_info (000039), so on a 000038
 // schema it started, swept, and failed every conflict scan and every
 // resolve job (late payments never reinstated or refunded) with only an
-// error line per scan.
+// error line per scan. Its console reads each attempt's method from
+// order_payments (000059): on 000058 every order page would fail.
 func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := pgtest.NewPool(t)
-	url := pgtest.URL(t, db)
-	_, gatewayURL := sidecartest.Fake(t, db)
-	m, err := migrator.Open(url, sidecartest.Logger())
-	require.NoError(t, err)
-	defer m.Close() //nolint:errcheck // test cleanup
-	version, _, err := m.Version()
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, version, uint(39))
-	changed, err := m.Down(int(version)-38, true)
-	require.NoError(t, err)
-	require.True(t, changed)
+	for _, c := range []struct {
+		version uint
+		missing string
+	}{
+		{38, "conflicts_to_resolve"},
+		{58, `ordertimeout.order_payments(text) returns no column "method"`},
+	} {
+		t.Run(fmt.Sprint(c.version), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db := pgtest.NewPool(t)
+			url := pgtest.URL(t, db)
+			_, gatewayURL := sidecartest.Fake(t, db)
+			m, err := migrator.Open(url, sidecartest.Logger())
+			require.NoError(t, err)
+			defer m.Close() //nolint:errcheck // test cleanup
+			version, _, err := m.Version()
+			require.NoError(t, err)
+			require.Greater(t, version, c.version)
+			changed, err := m.Down(int(version-c.version), true)
+			require.NoError(t, err)
+			require.True(t, changed)
 
-	s, err := sidecar.New(ctx, sidecartest.Config(url, gatewayURL, "schema-38"))
-	require.NoError(t, err)
-	runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	err = s.Run(runCtx)
-	require.Error(t, err, "a sidecar on the schema before the newest migration must not run")
-	require.Contains(t, err.Error(), "older than this sidecar")
-	require.Contains(t, err.Error(), "conflicts_to_resolve", "it names what is missing")
-	require.Contains(t, err.Error(), "ordertimeout migrate up")
+			s, err := sidecar.New(ctx, sidecartest.Config(url, gatewayURL, fmt.Sprintf("schema-%d", c.version)))
+			require.NoError(t, err)
+			runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+			defer stop()
+			err = s.Run(runCtx)
+			require.Error(t, err, "a sidecar on the schema before a migration it needs must not run")
+			require.Contains(t, err.Error(), "older than this sidecar")
+			require.Contains(t, err.Error(), c.missing, "it names what is missing")
+			require.Contains(t, err.Error(), "ordertimeout migrate up")
 
-	changed, err = m.Up()
-	require.NoError(t, err)
-	require.True(t, changed)
-	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "schema-39"))
+			changed, err = m.Up()
+			require.NoError(t, err)
+			require.True(t, changed)
+			sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "schema-newest"))
+		})
+	}
 }
 
 // A reminder goes out only before its order's expire_at, when the buyer can

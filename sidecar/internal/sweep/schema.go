@@ -47,9 +47,16 @@ var requiredFunctions = []string{
 	"ordertimeout.hand_over_conflict(bigint, text)", // 000058
 }
 
+// requiredResults are result columns, added by a migration, of functions
+// other than sweep_due that the sidecar reads: function, then column.
+var requiredResults = [][2]string{
+	{"ordertimeout.order_payments(text)", "method"}, // 000059: the console's order page
+}
+
 // CheckSchema makes sure the database has every function the sidecar calls
-// (requiredFunctions) and that ordertimeout.sweep_due returns every column a
-// sweep reads; started before `ordertimeout migrate up`, a sidecar would
+// (requiredFunctions), that ordertimeout.sweep_due returns every column a
+// sweep reads, and that the other functions return the columns
+// requiredResults names; started before `ordertimeout migrate up`, a sidecar would
 // otherwise fail on every sweep, or on every conflict it should resolve. It
 // reads the catalog, which needs no privilege. The error wraps
 // ErrSchemaBehind when a function or a column is missing; any other error
@@ -85,6 +92,19 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: it has no %s; run `ordertimeout migrate up` first", ErrSchemaBehind, strings.Join(missing, ", "))
+	}
+	for _, r := range requiredResults {
+		var has bool
+		err = pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS p,
+			                      unnest(p.proargnames, p.proargmodes) AS a(name, mode)
+			                WHERE p.oid = to_regprocedure($1) AND a.mode = 't' AND a.name = $2)`, r[0], r[1]).Scan(&has)
+		if err != nil {
+			return fmt.Errorf("check the database schema: %w", err)
+		}
+		if !has {
+			return fmt.Errorf("%w: %s returns no column %q; run `ordertimeout migrate up` first", ErrSchemaBehind, r[0], r[1])
+		}
 	}
 	return nil
 }
