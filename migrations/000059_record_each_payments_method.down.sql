@@ -367,6 +367,8 @@ $$;
 
 COMMENT ON FUNCTION ordertimeout.order_payments(text) IS 'the payment attempts of one order';
 
+DROP FUNCTION ordertimeout._method_of(ordertimeout.payments, text);
+
 REVOKE ALL ON FUNCTION ordertimeout.order_payments(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ordertimeout.order_payments(text)
 TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;

@@ -44,6 +44,7 @@
 -- "cached plan must not change result type").
 --
 -- Views replaced: _conflicts_with_policy.
+-- New functions: _method_of.
 -- Functions replaced: _cancel_orders, begin_payment.
 -- Dropped and created again (parameters, result type or columns changed, or a
 --   view that reads one that did): order_payments.
@@ -87,6 +88,15 @@ WHERE p.payment_id = e.payment_id
 
 DROP FUNCTION ordertimeout.order_payments(text);
 
+CREATE FUNCTION ordertimeout._method_of(p ordertimeout.payments, order_method text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p.method_recorded THEN p.method ELSE order_method END
+$$;
+
 CREATE OR REPLACE VIEW ordertimeout._conflicts_with_policy AS
 SELECT
     c.conflict_id,
@@ -105,7 +115,7 @@ FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
 LEFT JOIN ordertimeout.payment_methods AS m
-       ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
+       ON m.method = ordertimeout._method_of(p, o.payment_method)
 CROSS JOIN ordertimeout.settings AS s;
 
 COMMENT ON VIEW ordertimeout._conflicts_with_policy IS
@@ -225,7 +235,7 @@ BEGIN
             AND EXISTS (SELECT 1
                           FROM ordertimeout.payments AS p
                           LEFT JOIN ordertimeout.payment_methods AS m
-                                 ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE g.method END
+                                 ON m.method = ordertimeout._method_of(p, g.method)
                          WHERE p.order_id = g.order_id
                            AND coalesce(m.gateway_close, true))),
         now());
@@ -427,7 +437,7 @@ BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
     SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at,
-           p.currency::text, CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
+           p.currency::text, ordertimeout._method_of(p, o.payment_method)
     FROM ordertimeout.payments AS p
     JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
     WHERE p.order_id = order_payments.order_id
@@ -438,6 +448,7 @@ $$;
 COMMENT ON FUNCTION ordertimeout.order_payments(text) IS
     'the payment attempts of one order, each with the currency the gateway confirmed and the payment method that decides for it: the one begin_payment was given, else the order''s at that moment (NULL: none, the defaults), or the order''s where that is not recorded (payments.method_recorded: a payment confirmed without a begin_payment, or begun before migration 000059)';
 
+REVOKE ALL ON FUNCTION ordertimeout._method_of(ordertimeout.payments, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ordertimeout.order_payments(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ordertimeout.order_payments(text)
 TO ordertimeout_app, ordertimeout_sidecar, ordertimeout_admin;

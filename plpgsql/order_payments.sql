@@ -17,7 +17,7 @@ BEGIN
     PERFORM ordertimeout._require_order(order_payments.order_id);
     RETURN QUERY
     SELECT p.payment_id, p.status::text, p.amount::numeric, p.started_at, p.confirmed_at, p.failed_at,
-           p.currency::text, CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
+           p.currency::text, ordertimeout._method_of(p, o.payment_method)
     FROM ordertimeout.payments AS p
     JOIN ordertimeout.orders AS o ON o.order_id = p.order_id
     WHERE p.order_id = order_payments.order_id

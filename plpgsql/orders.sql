@@ -244,7 +244,7 @@ BEGIN
             AND EXISTS (SELECT 1
                           FROM ordertimeout.payments AS p
                           LEFT JOIN ordertimeout.payment_methods AS m
-                                 ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE g.method END
+                                 ON m.method = ordertimeout._method_of(p, g.method)
                          WHERE p.order_id = g.order_id
                            AND coalesce(m.gateway_close, true))),
         now());

@@ -1,6 +1,20 @@
 -- Payment transitions shared by confirm_payment, fail_payment,
 -- reconcile_payments and the gateway checks.
 
+-- The payment method that decides for payment p (its close at the cancel,
+-- the late-payment policy of its conflict): the one begin_payment recorded
+-- on it (NULL: none, the defaults), else, where none is recorded (confirmed
+-- without a begin, or begun before migration 000059), its order's,
+-- order_method. Inlined into the caller's statement.
+CREATE FUNCTION ordertimeout._method_of(p ordertimeout.payments, order_method text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p.method_recorded THEN p.method ELSE order_method END
+$$;
+
 -- Money is exact: an order with an amount (and currency) is PAID only by a
 -- payment of that amount in that currency. Any other payment is a conflict
 -- of kind amount_mismatch, on a live order as on a cancelled one. A payment

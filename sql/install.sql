@@ -18,6 +18,8 @@
 -- River's tables are read through plpgsql/jobs.sql's views (the views of
 -- views.sql too), so it comes first.
 \ir ../plpgsql/jobs.sql
+-- Its _method_of is read by a view of views.sql.
+\ir ../plpgsql/payments.sql
 \ir views.sql
 \ir retention.sql
 -- plpgsql/: a file per API function, named after it (its pgTAP tests are in
@@ -26,7 +28,6 @@
 \ir ../plpgsql/checks.sql
 \ir ../plpgsql/events.sql
 \ir ../plpgsql/orders.sql
-\ir ../plpgsql/payments.sql
 \ir ../plpgsql/release.sql
 \ir ../plpgsql/begin_payment.sql
 \ir ../plpgsql/cancel_checked.sql

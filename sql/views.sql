@@ -76,7 +76,7 @@ FROM ordertimeout.conflicts AS c
 JOIN ordertimeout.orders AS o ON o.order_id = c.order_id
 LEFT JOIN ordertimeout.payments AS p ON p.payment_id = c.payment_id
 LEFT JOIN ordertimeout.payment_methods AS m
-       ON m.method = CASE WHEN p.method_recorded THEN p.method ELSE o.payment_method END
+       ON m.method = ordertimeout._method_of(p, o.payment_method)
 CROSS JOIN ordertimeout.settings AS s;
 
 COMMENT ON VIEW ordertimeout._conflicts_with_policy IS
