@@ -147,6 +147,15 @@ gen-migration: ## Write migrations/NAME.{up,down}.sql from what plpgsql/ and sql
 		$(if $(wildcard $(HAND).down-postlude.sql),-down-postlude $(HAND).down-postlude.sql) \
 		$(if $(wildcard $(HAND).comment.txt),-comment $(HAND).comment.txt) \
 		$(if $(FORCE),-force)
+	@echo "now run make fingerprints: migrations/fingerprints.txt needs the new schema's fingerprint"
+
+# After a new migration (or one written again), record the schema's
+# fingerprint after each migration, which `ordertimeout migrate` reads to tell
+# whether a migration left dirty committed; TestFingerprints (in make test)
+# fails until it is done.
+.PHONY: fingerprints
+fingerprints: ## Write migrations/fingerprints.txt, the schema's fingerprint after each migration
+	$(WITHPG) $(GO) test -count=1 -run '^TestFingerprints$$' ./migrations/ -args -update
 
 .PHONY: vet
 vet: ## Run go vet

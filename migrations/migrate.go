@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
@@ -18,9 +19,18 @@ import (
 // databaseURL (a postgres:// URL or a keyword/value string), using the pgx v5
 // driver. Close it: that also closes its database connection.
 func New(databaseURL string) (*migrate.Migrate, error) {
+	m, _, err := NewWithDriver(databaseURL)
+	return m, err
+}
+
+// NewWithDriver is New, also returning the migrator's database driver: its
+// Lock is golang-migrate's advisory lock, which a change of the version mark
+// made beside the migrator (as migrator.Settle does) must hold, on the
+// driver's own connection.
+func NewWithDriver(databaseURL string) (*migrate.Migrate, database.Driver, error) {
 	config, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
+		return nil, nil, fmt.Errorf("parse database URL: %w", err)
 	}
 	// A migration whose client dies (kill -9, a lost connection) must not go
 	// on without it: PostgreSQL notices a vanished client only when it next
@@ -34,20 +44,20 @@ func New(databaseURL string) (*migrate.Migrate, error) {
 	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open migration driver: %w", err)
+		return nil, nil, fmt.Errorf("open migration driver: %w", err)
 	}
 	source, err := iofs.New(FS, ".")
 	if err != nil {
 		driver.Close()
-		return nil, fmt.Errorf("open embedded migrations: %w", err)
+		return nil, nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
 	m, err := migrate.NewWithInstance("iofs", source, "pgx5", driver)
 	if err != nil {
 		source.Close()
 		driver.Close()
-		return nil, fmt.Errorf("create migrator: %w", err)
+		return nil, nil, fmt.Errorf("create migrator: %w", err)
 	}
-	return m, nil
+	return m, driver, nil
 }
 
 // Versions returns the versions of the migrations in FS, ascending.

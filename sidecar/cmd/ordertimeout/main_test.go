@@ -263,14 +263,23 @@ func migrationVersions(t *testing.T) (latest, ours int) {
 // settings, and its URL for realMain's migrate.
 func databaseAt(t *testing.T, version int) (*pgxpool.Pool, string) {
 	t.Helper()
+	db, url := migratedDownTo(t, version)
+	sidecartest.Setup(t, db)
+	return db, url
+}
+
+// migratedDownTo is databaseAt without sidecartest's setup, which needs the
+// ordertimeout schema: also for River's versions (before 000009), whose
+// downs drop data (--drop-data).
+func migratedDownTo(t *testing.T, version int) (*pgxpool.Pool, string) {
+	t.Helper()
 	db := pgtest.NewPool(t)
 	url := pgtest.URL(t, db)
 	latest, _ := migrationVersions(t)
 	require.Greater(t, latest, version)
 	require.NoError(t, realMain(t.Context(), []string{"migrate", "up", "--database-url", url}))
-	require.NoError(t, realMain(t.Context(), []string{"migrate", "down", strconv.Itoa(latest - version), "--database-url", url}))
+	require.NoError(t, realMain(t.Context(), []string{"migrate", "down", strconv.Itoa(latest - version), "--drop-data", "--database-url", url}))
 	db.Reset()
-	sidecartest.Setup(t, db)
 	return db, url
 }
 
@@ -666,10 +675,11 @@ func TestStoredIntervalsAcrossMigration33(t *testing.T) {
 	sidecartest.Exec(t, db, "UPDATE ordertimeout.settings SET grace = '1 day -23:59:00'")
 	err := realMain(ctx, []string{"migrate", "up", "--database-url", url})
 	require.ErrorContains(t, err, "settings.grace = 1 day -23:59:00 has a month or a negative part")
-	require.ErrorContains(t, realMain(ctx, []string{"migrate", "version", "--database-url", url}), "dirty")
-	// The failed migration rolled back: force the version before it, fix
-	// the value, migrate again.
-	require.NoError(t, realMain(ctx, []string{"migrate", "force", "32", "--database-url", url}))
+	require.ErrorContains(t, err, "migration 33 rolled back, and version 32 is recorded")
+	// The failed migration rolled back, and its dirty mark was settled:
+	// fix the value, migrate again.
+	require.NoError(t, realMain(ctx, []string{"migrate", "version", "--database-url", url}))
+	require.EqualValues(t, 32, count(t, db, "SELECT version FROM schema_migrations WHERE NOT dirty"))
 	db.Reset()
 	sidecartest.Exec(t, db, "SELECT ordertimeout.configure(grace => '60 seconds')")
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
@@ -764,16 +774,28 @@ func TestPaymentMethodsAcrossMigration59(t *testing.T) {
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}))
 }
 
+// holdConflicts locks table conflicts in a transaction it returns, which is
+// rolled back when the test ends: 000039's CREATE VIEW waits for it, as for
+// any transaction that holds conflicts more strongly than it reads it.
+func holdConflicts(t *testing.T, db *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	holder, err := db.Begin(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.WithoutCancel(t.Context())) })
+	_, err = holder.Exec(t.Context(), "LOCK TABLE ordertimeout.conflicts IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	return holder
+}
+
 // TestMigrateKilledWhileWaiting: `ordertimeout migrate up` killed (kill -9)
 // while its migration waits for a lock that live traffic holds. The README
-// says what to do then: a failed migration changed nothing but the dirty
-// mark, so `migrate force` the version before it and `migrate up` again.
-// That holds only if the killed client's migration does not go on without
-// it: PostgreSQL does not notice a vanished client while it waits for a
-// lock, so the backend took the lock once it was free, ran the rest of
-// 000039 and committed it, the version marked dirty; the `up` after the
-// documented `force 38` then failed on the view 000039 had created. The
-// migration's backend now ends within a second of its client, while it
+// says what to do then: `migrate up` again, which finds the schema is the
+// version's before it and goes on from there. That holds only if the killed
+// client's migration does not go on without it: PostgreSQL does not notice
+// a vanished client while it waits for a lock, so the backend took the lock
+// once it was free, ran the rest of 000039 and committed it, the version
+// marked dirty, possibly after the next `up` had read the schema as 38's.
+// The migration's backend now ends within a second of its client, while it
 // still waits.
 func TestMigrateKilledWhileWaiting(t *testing.T) {
 	t.Parallel()
@@ -781,13 +803,7 @@ func TestMigrateKilledWhileWaiting(t *testing.T) {
 	bin := build(t)
 	db, url := databaseAt(t, 38)
 
-	holder, err := db.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	// 000039's CREATE VIEW waits for this, as for any transaction that
-	// holds conflicts more strongly than it reads it.
-	_, err = holder.Exec(ctx, "LOCK TABLE ordertimeout.conflicts IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
+	holder := holdConflicts(t, db)
 
 	cmd := exec.Command(bin, "migrate", "up", "--database-url", url)
 	out := &sidecarproc.Buffer{}
@@ -827,8 +843,16 @@ func TestMigrateKilledWhileWaiting(t *testing.T) {
 	require.Equal(t, 39, version)
 	require.True(t, dirty, "golang-migrate marks the version dirty before it runs it")
 
-	// What the README says to do.
-	require.NoError(t, realMain(ctx, []string{"migrate", "force", "38", "--database-url", url}))
+	// migrate version tells what the schema is, and records nothing.
+	diagnosis, err := exec.Command(bin, "migrate", "version", "--database-url", url).Output()
+	require.Error(t, err, "exit status 1 while dirty")
+	require.Contains(t, string(diagnosis), "version 39 (dirty: version 39 was marked dirty; the schema is version 38's: migration 39 did not commit")
+	require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&version, &dirty))
+	require.Equal(t, 39, version)
+	require.True(t, dirty)
+
+	// What the README says to do: migrate up again, which tells by the
+	// schema's fingerprint that 000039 did not commit.
 	require.NoError(t, realMain(ctx, []string{"migrate", "up", "--database-url", url}),
 		"the documented recovery after a migration killed midway")
 	db.Reset()

@@ -15,7 +15,12 @@ const migrateDescription = `
 Applies the migrations embedded in the binary (River's tables, then the
 ordertimeout schema) with golang-migrate.
 
-  up         apply every migration not yet applied
+  up         apply every migration not yet applied; a version a killed
+             or failed migration left marked dirty is settled first (the
+             schema's fingerprint tells whether that migration committed,
+             and the version it has is recorded as clean), and so is the
+             mark of a migration that fails now (it rolled back): fix what
+             its error names and run up again
   down N     roll back the last N migrations; refused, rolling back nothing,
              if fewer than N are applied, or if one of them drops data the
              database holds (000058 the conflicts handed to a person,
@@ -25,16 +30,16 @@ ordertimeout schema) with golang-migrate.
              money columns of conflicts and payments, 000009 every row of
              every ordertimeout table but those every install has, 000002
              every River job): the error names it; --drop-data rolls back
-             anyway
+             anyway; a version marked dirty is settled as up does, and
+             nothing is rolled back: run down again
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
-  version    print the applied version (and "dirty" after a failed migration)
+  version    print the applied version; when it is marked dirty, also
+             which version's schema the database has (exit status 1)
   force N    record version N (0, or a migration's) as applied and clean,
-             running nothing: after a migration failed (its transaction
-             rolled back, and only the dirty mark stays), force the version
-             before it, fix what its error names, and run up again; after a
-             migrate up was killed, the migration may have committed: if up
-             then says an object already exists, force its version instead`
+             running nothing: for a schema up and down cannot tell (one
+             changed by hand, or by a build with other migrations; they
+             say so, naming the versions they compared)`
 
 func migrateCmd(ctx context.Context, args []string) error {
 	var (
@@ -102,11 +107,11 @@ func migrateCmd(ctx context.Context, args []string) error {
 	defer m.Close()
 	switch action {
 	case "up":
-		changed, err := m.Up()
+		changed, err := m.Up(ctx)
 		if err != nil {
 			return err
 		}
-		return printVersion(m, changed)
+		return printVersion(ctx, m, changed)
 	case "down":
 		if steps == 0 && !all {
 			return errors.New("migrate down: give a number of migrations, or --all to roll back everything (drops all data)")
@@ -114,24 +119,24 @@ func migrateCmd(ctx context.Context, args []string) error {
 		if steps > 0 && all {
 			return fmt.Errorf("migrate down: give a number of migrations (%d) or --all, not both; nothing was rolled back", steps)
 		}
-		changed, err := m.Down(steps, dropData)
+		changed, err := m.Down(ctx, steps, dropData)
 		if err != nil {
 			return err
 		}
-		return printVersion(m, changed)
+		return printVersion(ctx, m, changed)
 	case "version":
-		return printVersion(m, false)
+		return printVersion(ctx, m, false)
 	case "force":
 		if err := m.Force(force); err != nil {
 			return err
 		}
-		return printVersion(m, true)
+		return printVersion(ctx, m, true)
 	default:
 		return fmt.Errorf("migrate: unknown action %q: want up, down, version or force", action)
 	}
 }
 
-func printVersion(m *migrator.Migrator, changed bool) error {
+func printVersion(ctx context.Context, m *migrator.Migrator, changed bool) error {
 	v, dirty, err := m.Version()
 	if err != nil {
 		return err
@@ -141,8 +146,12 @@ func printVersion(m *migrator.Migrator, changed bool) error {
 		state = "changed"
 	}
 	if dirty {
-		fmt.Printf("version %d (dirty: migration %d failed, or was interrupted; force %d, fix what its error names, migrate up; "+
-			"after an interruption %d may have committed: if up then says an object already exists, force %d instead)\n", v, v, v-1, v, v)
+		s, derr := m.Diagnose(ctx)
+		if derr != nil {
+			fmt.Printf("version %d (dirty: a migration failed, or was interrupted; %v)\n", v, derr)
+		} else {
+			fmt.Printf("version %d (dirty: %s; migrate up records that and goes on, unless a migrate is running now)\n", v, s)
+		}
 		return errors.New("migrate: database is dirty")
 	}
 	fmt.Printf("version %d (%s)\n", v, state)

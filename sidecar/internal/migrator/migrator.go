@@ -1,6 +1,7 @@
 package migrator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,21 +18,25 @@ import (
 // Migrator applies the embedded migrations to one database. Close it when
 // done.
 type Migrator struct {
-	m   *migrate.Migrate
-	url string
+	m      *migrate.Migrate
+	driver database.Driver
+	url    string
+	logger *slog.Logger
 }
 
 // Open connects to the database at databaseURL (a postgres:// URL or a
 // keyword/value string).
 func Open(databaseURL string, logger *slog.Logger) (*Migrator, error) {
-	m, err := migrations.New(databaseURL)
+	m, driver, err := migrations.NewWithDriver(databaseURL)
 	if err != nil {
 		return nil, err
 	}
 	if logger != nil {
 		m.Log = logAdapter{logger}
+	} else {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Migrator{m: m, url: databaseURL}, nil
+	return &Migrator{m: m, driver: driver, url: databaseURL, logger: logger}, nil
 }
 
 // Close closes the source and the database connection.
@@ -44,17 +49,38 @@ func (g *Migrator) Close() error {
 }
 
 // Up applies every migration not yet applied, after the checks of
-// migrations.Preflight. It reports whether anything changed.
-func (g *Migrator) Up() (changed bool, err error) {
+// migrations.Preflight. It reports whether anything changed. A dirty mark
+// left by a migration killed or failed before is settled first (Settle);
+// a migration that fails now has its mark settled too, so that once what
+// its error names is fixed, up runs again without `migrate force`.
+func (g *Migrator) Up(ctx context.Context) (changed bool, err error) {
+	s, err := g.Settle(ctx)
+	if err != nil {
+		return false, fmt.Errorf("migrate up: %w; nothing was migrated", err)
+	}
+	if s.Dirty {
+		g.logger.Warn("migrate up: " + s.String())
+		changed = true
+	}
 	if err := migrations.Preflight(g.url); err != nil {
-		return false, err
+		return changed, err
 	}
 	err = g.m.Up()
 	if errors.Is(err, migrate.ErrNoChange) {
-		return false, nil
+		return changed, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("migrate up: %w", err)
+		err = fmt.Errorf("migrate up: %w", err)
+		s, serr := g.Settle(ctx)
+		switch {
+		case serr != nil:
+			err = errors.Join(err, serr)
+		case s.Dirty && s.Schema < s.Marked:
+			err = fmt.Errorf("%w; migration %d rolled back, and version %d is recorded: fix what the error names and run migrate up again", err, s.Marked, s.Schema)
+		case s.Dirty:
+			err = fmt.Errorf("%w; but %s", err, s)
+		}
+		return true, err
 	}
 	return true, nil
 }
@@ -66,9 +92,18 @@ func (g *Migrator) Up() (changed bool, err error) {
 // and only then report the shortfall. Unless dropData, it also refuses to
 // roll back a migration whose down drops tables or columns that hold data
 // (see losses), naming what would be lost.
-func (g *Migrator) Down(steps int, dropData bool) (changed bool, err error) {
+func (g *Migrator) Down(ctx context.Context, steps int, dropData bool) (changed bool, err error) {
 	if steps < 0 {
 		return false, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
+	}
+	// A dirty mark is settled, but the rollback is not done: the steps
+	// were counted from a version that may not have been the schema's.
+	s, err := g.Settle(ctx)
+	if err != nil {
+		return false, fmt.Errorf("migrate down: %w; nothing was rolled back", err)
+	}
+	if s.Dirty {
+		return true, fmt.Errorf("migrate down: %s; nothing was rolled back: run migrate down again to roll back from version %d", s, s.Schema)
 	}
 	if steps == 0 {
 		err = g.m.Down()

@@ -967,7 +967,7 @@ func TestRefusesAnOlderSchema(t *testing.T) {
 	version, _, err := m.Version()
 	require.NoError(t, err)
 	require.Greater(t, version, uint(18))
-	changed, err := m.Down(int(version)-18, true)
+	changed, err := m.Down(ctx, int(version)-18, true)
 	require.NoError(t, err)
 	require.True(t, changed)
 
@@ -979,7 +979,7 @@ func TestRefusesAnOlderSchema(t *testing.T) {
 	require.Contains(t, err.Error(), `no column "deferred"`, "it names what is missing")
 	require.Contains(t, err.Error(), "ordertimeout migrate up")
 
-	changed, err = m.Up()
+	changed, err = m.Up(ctx)
 	require.NoError(t, err)
 	require.True(t, changed)
 	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "new-schema"))
@@ -1016,7 +1016,7 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 			version, _, err := m.Version()
 			require.NoError(t, err)
 			require.Greater(t, version, c.version)
-			changed, err := m.Down(int(version-c.version), true)
+			changed, err := m.Down(ctx, int(version-c.version), true)
 			require.NoError(t, err)
 			require.True(t, changed)
 
@@ -1030,7 +1030,7 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 			require.Contains(t, err.Error(), c.missing, "it names what is missing")
 			require.Contains(t, err.Error(), "ordertimeout migrate up")
 
-			changed, err = m.Up()
+			changed, err = m.Up(ctx)
 			require.NoError(t, err)
 			require.True(t, changed)
 			sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "schema-newest"))
