@@ -25,9 +25,12 @@
 //	     {"behaviour": "instant"|"late"|"silent"|"decline"|"qr"|
 //	                    "pay_on_close"|"down"|"slow",
 //	      "delay_ms": 0, "payment_id": "P1", "amount": "12.50",
-//	      "currency": "EUR", "none_queries": 0}
+//	      "currency": "EUR", "none_queries": 0,
+//	      "paid_at": "2026-12-01T10:00:00Z"}
 //	     Sets how the gateway treats the order. With payment_id, the buyer
-//	     pays now (payment behaviours only):
+//	     pays now (payment behaviours only); paid_at, if given, is when
+//	     GET /v1/orders/{order_id} says that payment was taken (it does not
+//	     say otherwise):
 //	       instant  paid at once; the callback confirms the payment at once
 //	       late     the payment completes after delay_ms (typically after the
 //	                shop cancelled); until then the gateway knows no payment;

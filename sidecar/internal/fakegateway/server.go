@@ -56,20 +56,24 @@ type Behaviour struct {
 	Currency  gateway.Currency `json:"currency,omitempty"`
 	// NoneQueries is how many queries behaviour qr answers none.
 	NoneQueries int `json:"none_queries,omitempty"`
+	// PaidAt, if set, is when GET /v1/orders/{order_id} says the
+	// payment was taken (paid answers only); unset, it does not say.
+	PaidAt *gateway.Timestamp `json:"paid_at,omitempty"`
 }
 
 // OrderState is what the fake knows about one order (GET
 // /_fake/orders/{order_id}).
 type OrderState struct {
-	OrderID   string           `json:"order_id"`
-	Behaviour string           `json:"behaviour"`
-	Status    string           `json:"status"`
-	PaymentID string           `json:"payment_id,omitempty"`
-	Amount    gateway.Amount   `json:"amount,omitempty"`
-	Currency  gateway.Currency `json:"currency,omitempty"`
-	Closed    bool             `json:"closed"`
-	Closes    int              `json:"closes"`
-	Refunds   int              `json:"refunds"`
+	OrderID   string             `json:"order_id"`
+	Behaviour string             `json:"behaviour"`
+	Status    string             `json:"status"`
+	PaymentID string             `json:"payment_id,omitempty"`
+	Amount    gateway.Amount     `json:"amount,omitempty"`
+	Currency  gateway.Currency   `json:"currency,omitempty"`
+	PaidAt    *gateway.Timestamp `json:"paid_at,omitempty"`
+	Closed    bool               `json:"closed"`
+	Closes    int                `json:"closes"`
+	Refunds   int                `json:"refunds"`
 }
 
 // Stats counts what the fake was asked (GET /_fake/stats).
@@ -112,6 +116,7 @@ type order struct {
 	paymentID string
 	amount    gateway.Amount
 	currency  gateway.Currency
+	paidAt    *gateway.Timestamp
 	closed    bool
 	closes    int
 	refunds   int
@@ -230,7 +235,7 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 		s.mu.Unlock()
 		return nil
 	}
-	o.paymentID, o.amount, o.currency = b.PaymentID, b.Amount, b.Currency
+	o.paymentID, o.amount, o.currency, o.paidAt = b.PaymentID, b.Amount, b.Currency, b.PaidAt
 	switch b.Behaviour {
 	case Instant, Silent:
 		o.status = gateway.StatusPaid
@@ -358,6 +363,7 @@ func (s *Server) orderState(orderID string) OrderState {
 		PaymentID: o.paymentID,
 		Amount:    o.amount,
 		Currency:  o.currency,
+		PaidAt:    o.paidAt,
 		Closed:    o.closed,
 		Closes:    o.closes,
 		Refunds:   o.refunds,
@@ -415,7 +421,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Unlock()
 	out := gateway.Order{OrderID: id, Status: st.Status}
 	if st.Status == gateway.StatusPaid {
-		out.PaymentID, out.Amount, out.Currency = st.PaymentID, st.Amount, st.Currency
+		out.PaymentID, out.Amount, out.Currency, out.PaidAt = st.PaymentID, st.Amount, st.Currency, st.PaidAt
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -101,13 +101,41 @@ func (a Amount) SQL() any {
 	return string(a)
 }
 
-// Order is what the gateway knows about a merchant order.
+// Order is what the gateway knows about a merchant order. PaidAt, optional
+// in the contract, is when the gateway took the payment of a paid answer:
+// a payment taken before the order was created is an earlier order's under
+// the same id, not this one's (see the worker package).
 type Order struct {
-	OrderID   string   `json:"order_id"`
-	Status    string   `json:"status"`
-	PaymentID string   `json:"payment_id,omitempty"`
-	Amount    Amount   `json:"amount,omitempty"`
-	Currency  Currency `json:"currency,omitempty"`
+	OrderID   string     `json:"order_id"`
+	Status    string     `json:"status"`
+	PaymentID string     `json:"payment_id,omitempty"`
+	Amount    Amount     `json:"amount,omitempty"`
+	Currency  Currency   `json:"currency,omitempty"`
+	PaidAt    *Timestamp `json:"paid_at,omitempty"`
+}
+
+// Timestamp is a time in a gateway's answer: an RFC 3339 string read by
+// ParseTime (JSON null, like an absent key, leaves the *Timestamp nil:
+// unknown).
+type Timestamp struct{ time.Time }
+
+// UnmarshalJSON reads an RFC 3339 string with ParseTime.
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("paid_at must be an RFC 3339 time string, got %s", snippet(b))
+	}
+	v, err := ParseTime(s)
+	if err != nil {
+		return fmt.Errorf("paid_at %w", err)
+	}
+	t.Time = v
+	return nil
+}
+
+// MarshalJSON writes the time in RFC 3339 with its fraction.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return json.Marshal(t.Format(time.RFC3339Nano))
 }
 
 // CloseResult is the gateway's answer to a close.
@@ -388,3 +416,6 @@ func snippet(b []byte) string {
 	}
 	return fmt.Sprintf("%q", b)
 }
+
+// String writes the time in RFC 3339 with its fraction, for logs.
+func (t Timestamp) String() string { return t.Format(time.RFC3339Nano) }

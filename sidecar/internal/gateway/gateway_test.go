@@ -185,6 +185,12 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 		"payment id line separator":   `{"status": "paid", "payment_id": "P\u20281"}`,
 		"payment id too long":         `{"status": "paid", "payment_id": "` + strings.Repeat("p", 129) + `"}`,
 		"payment id dot dot":          `{"status": "paid", "payment_id": ".."}`,
+		"paid_at not a time":          `{` + paid + `, "paid_at": "yesterday"}`,
+		"paid_at without a zone":      `{` + paid + `, "paid_at": "2026-12-01T10:00:00"}`,
+		"paid_at a zone minute of 60": `{` + paid + `, "paid_at": "2026-12-01T10:00:00+00:60"}`,
+		"paid_at a comma fraction":    `{` + paid + `, "paid_at": "2026-12-01T10:00:00,5Z"}`,
+		"paid_at a number":            `{` + paid + `, "paid_at": 1764583200}`,
+		"paid_at empty":               `{` + paid + `, "paid_at": ""}`,
 		"too large":                   `{"status": "none"}` + strings.Repeat(" ", gateway.MaxAnswerBytes),
 		"nested too deep":             `{"status": "none", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
 	}
@@ -198,7 +204,9 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 			require.Zero(t, o)
 			require.EqualValues(t, 1, calls.Load(), "a bad answer is not retried by the client")
 			cl, err := c.Close(ctx, gateway.Ref{OrderID: "A1"})
-			if name != "status in other case" { // "PAID" is not a close status either way
+			// "PAID" is not a close status either way; a close's answer
+			// has no paid_at.
+			if name != "status in other case" && !strings.HasPrefix(name, "paid_at") {
 				require.ErrorIs(t, err, gateway.ErrBadAnswer, "close answer %q gave %+v", body, cl)
 			}
 		})
@@ -214,11 +222,19 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 		`{` + paid + `, "amount": null, "currency": null}`:                                         {Status: "paid", PaymentID: "P1"},
 		`{"status": "paid", "payment_id": "` + strings.Repeat("ü", 128) + `"}` + "\n":              {Status: "paid", PaymentID: strings.Repeat("ü", 128)},
 		`{"status": "none", "nested": {"status": "paid"}, "list": [{"status": 1}, {"status": 2}]}`: {Status: "none"},
+		`{` + paid + `, "paid_at": null}`:                                                          {Status: "paid", PaymentID: "P1"},
+		`{` + paid + `, "paid_at": "2026-12-01T10:00:00.5+08:00"}`: {Status: "paid", PaymentID: "P1",
+			PaidAt: &gateway.Timestamp{Time: time.Date(2026, 12, 1, 2, 0, 0, 500_000_000, time.UTC)}},
 	}
 	for body, want := range good {
 		srv, _ := answerServer(t, 200, body)
 		o, err := (&gateway.Client{BaseURL: srv.URL}).Order(ctx, gateway.Ref{OrderID: "A1"})
 		require.NoError(t, err, body)
+		if want.PaidAt != nil {
+			require.NotNil(t, o.PaidAt, body)
+			require.True(t, want.PaidAt.Equal(o.PaidAt.Time), "%s: paid_at %v", body, o.PaidAt)
+			want.PaidAt, o.PaidAt = nil, nil
+		}
 		require.Equal(t, want, o, body)
 	}
 }

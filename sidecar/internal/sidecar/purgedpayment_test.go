@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/fakegateway"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 )
 
@@ -30,4 +31,67 @@ func TestPaymentOfAPurgedOrderDoesNotHoldANewOne(t *testing.T) {
 	sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 20*time.Second)
 	require.Positive(t, e.fake.Stats().Queries, "the check asked the gateway, which answered with the old payment")
 	require.EqualValues(t, 0, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.payments"), "nothing recorded of the old payment")
+}
+
+// A gateway keyed by the merchant's order id answers about a payment taken
+// under that id before the order was created: an earlier order's whose
+// callback never came, so nothing here knows it. When the gateway says when
+// it took the payment (paid_at), one taken more than 5 minutes (the clocks'
+// skew) before the order was created, and not one the shop began for the
+// order, is not the order's: the precancel check cancels the order on time
+// and the payment check fails the attempt, where both confirmed it PAID.
+func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// begin: the order's payment is begun as "P-new" (a payment check),
+		// else none (a precancel check).
+		begin   bool
+		payment string
+		// paidAt is when the gateway says it took the payment, in seconds
+		// from the order's creation by the database's clock.
+		paidAt int
+		paid   bool
+	}{
+		{name: "precancel check, an hour before", payment: "P-old", paidAt: -3600, paid: false},
+		{name: "precancel check, 6 minutes before", payment: "P-old", paidAt: -360, paid: false},
+		{name: "precancel check, within the clocks' skew", payment: "P-old", paidAt: -240, paid: true},
+		{name: "precancel check, after the order was created", payment: "P-old", paidAt: 1, paid: true},
+		{name: "payment check, another payment an hour before", begin: true, payment: "P-old", paidAt: -3600, paid: false},
+		{name: "payment check, the attempt's own payment with a clock an hour behind", begin: true, payment: "P-new", paidAt: -3600, paid: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			if c.begin {
+				createAndBegin(t, e.db, "A1", 3*time.Second, "", "P-new")
+			} else {
+				sidecartest.Exec(t, e.db, "SELECT ordertimeout.configure(precheck => 'always')")
+				sidecartest.CreateOrder(t, e.db, "A1", 300*time.Millisecond, "")
+			}
+			var paidAt time.Time
+			require.NoError(t, e.db.QueryRow(t.Context(),
+				"SELECT created_at + $1 * interval '1 second' FROM ordertimeout.orders WHERE order_id = 'A1'", c.paidAt).Scan(&paidAt))
+			require.NoError(t, e.fake.Set(t.Context(), "A1", fakegateway.Behaviour{
+				Behaviour: fakegateway.Silent, PaymentID: c.payment, PaidAt: &gateway.Timestamp{Time: paidAt}}))
+
+			sidecartest.Start(t, e.config("s1"))
+			if c.paid {
+				sidecartest.WaitStatus(t, e.db, "A1", "PAID", 20*time.Second)
+				require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+					"SELECT count(*) FROM ordertimeout.payments WHERE payment_id = $1 AND status = 'confirmed'", c.payment))
+				return
+			}
+			sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 20*time.Second)
+			require.Positive(t, e.fake.Stats().Queries, "a check asked the gateway, which answered with the earlier payment")
+			require.EqualValues(t, 0, sidecartest.Int(t, e.db,
+				"SELECT count(*) FROM ordertimeout.payments WHERE payment_id = 'P-old'"), "nothing recorded of the earlier payment")
+			if c.begin {
+				require.EqualValues(t, 1, sidecartest.Int(t, e.db,
+					"SELECT count(*) FROM ordertimeout.order_events('A1') WHERE from_status = 'PAYING' AND to_status = 'PENDING'"),
+					"the payment check failed the attempt")
+			}
+		})
+	}
 }

@@ -89,7 +89,7 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		confirmed, err := confirmPaid(ctx, w.Pool, a.OrderID, st, g.PaymentID, g.Amount, g.Currency)
+		confirmed, err := confirmAnswer(ctx, w.Pool, ref, st, g)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}
@@ -100,7 +100,7 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 			w.outcome(job.Kind, confirmed)
 			return nil
 		}
-		// Another payment refused (a conflict), or one of a purged order
+		// Another payment refused (a conflict), or one of an earlier order
 		// under this order's id (not ours): this attempt is not paid. A
 		// repeat answers "conflict" too, so a retry of this job after
 		// the confirmation committed still fails the attempt; a payment
@@ -111,8 +111,8 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 			return retry(ctx, w.Deps, job, true, err)
 		}
 		if confirmed == notOurs {
-			log.Warn("gateway says paid by a payment of a purged order under this order's id: not this order's money; attempt failed",
-				"gateway_payment_id", g.PaymentID, "result", result)
+			log.Warn("gateway says paid by a payment of an earlier order under this order's id (purged, or taken before this order was created): not this order's money; attempt failed",
+				"gateway_payment_id", g.PaymentID, "paid_at", g.PaidAt, "result", result)
 			w.outcome(job.Kind, "not_ours_failed_"+result)
 			return nil
 		}

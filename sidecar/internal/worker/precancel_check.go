@@ -71,7 +71,7 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, g.PaymentID, g.Amount, g.Currency)
+		result, err := confirmAnswer(ctx, w.Pool, ref, st, g)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}
@@ -82,12 +82,13 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 		}
 		// The database refused the money for this order (a wrong amount):
 		// it is a conflict now, refunded by the conflict flow, and the order
-		// is as unpaid as before. Or the payment is of a purged order under
-		// this order's id (not ours): nothing recorded, and the order is as
-		// unpaid as before. Its timeout applies.
+		// is as unpaid as before. Or the payment is of an earlier order under
+		// this order's id, purged here or taken before this order was
+		// created (not ours): nothing recorded, and the order is as unpaid
+		// as before. Its timeout applies.
 		if result == notOurs {
-			log.Warn("the gateway's payment is of a purged order under this order's id: not this order's money",
-				"payment_id", g.PaymentID)
+			log.Warn("the gateway's payment is of an earlier order under this order's id (purged, or taken before this order was created): not this order's money",
+				"payment_id", g.PaymentID, "paid_at", g.PaidAt)
 		}
 		return w.cancel(ctx, job, "payment refused: "+g.PaymentID)
 	case gateway.StatusFailed:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -162,9 +163,10 @@ var errUnknownOrder = errors.New("order is unknown")
 
 // orderState is the part of ordertimeout.order_info the workers decide on.
 type orderState struct {
-	Status   string
-	Version  int
-	ExpireAt time.Time
+	Status    string
+	Version   int
+	CreatedAt time.Time
+	ExpireAt  time.Time
 	// Expired: expire_at has passed by the database's clock (the buyer can
 	// no longer begin a payment).
 	Expired bool
@@ -180,12 +182,12 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 	var st orderState
 	var gwLeft *float64
 	err := db.QueryRow(ctx,
-		`SELECT status, deadline_version, expire_at, clock_timestamp() >= expire_at, amount::text,
+		`SELECT status, deadline_version, created_at, expire_at, clock_timestamp() >= expire_at, amount::text,
 		        CASE WHEN gateway_expire_at IS NOT NULL -- greatest() ignores a NULL
 		             THEN extract(epoch FROM greatest(gateway_expire_at - clock_timestamp(), interval '0'))::float8
 		        END
 		   FROM ordertimeout.order_info($1)`,
-		orderID).Scan(&st.Status, &st.Version, &st.ExpireAt, &st.Expired, &st.Amount, &gwLeft)
+		orderID).Scan(&st.Status, &st.Version, &st.CreatedAt, &st.ExpireAt, &st.Expired, &st.Amount, &gwLeft)
 	if gwLeft != nil {
 		d := time.Duration(*gwLeft * float64(time.Second))
 		st.GatewayExpiry = &d
@@ -265,8 +267,40 @@ func confirmPaid(ctx context.Context, db *pgxpool.Pool, orderID string, st order
 	return confirmPayment(ctx, db, orderID, paymentID, amount, currency)
 }
 
-// notOurs is confirmPayment's answer for a payment of a purged order.
+// confirmAnswer is confirmPaid for the paid answer g of a query about the
+// order (a payment or precancel check), which may say when the gateway took
+// the payment: notOurs, with nothing confirmed, for a payment of an earlier
+// order under the same id (earlierOrders).
+func confirmAnswer(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orderState, g gateway.Order) (string, error) {
+	if earlierOrders(st, ref, g) {
+		return notOurs, nil
+	}
+	return confirmPaid(ctx, db, ref.OrderID, st, g.PaymentID, g.Amount, g.Currency)
+}
+
+// notOurs is confirmPayment's answer for a payment of a purged order, and
+// confirmAnswer's for a payment taken before the order was created.
 const notOurs = "not_ours"
+
+// clockSkew is how far the gateway's clock and the database's may differ
+// when the gateway says when it took a payment: reconcile_payments' rule
+// for a payment of an earlier order (outcome other_order) allows the same.
+const clockSkew = 5 * time.Minute
+
+// earlierOrders reports whether the gateway's paid answer g is about a
+// payment taken before the order was created, by more than clockSkew, and
+// not one the shop named for the order (ref.PaymentIDs, recorded by
+// begin_payment): an earlier order's under the same order id, one purged
+// here whose payment's callback never came (a gateway keyed by the
+// merchant's order id answers about it for as long as it keeps it). Such a
+// payment must not pay the new order. A gateway that does not say when it
+// took the payment (no paid_at) is taken at its word.
+func earlierOrders(st orderState, ref gateway.Ref, g gateway.Order) bool {
+	if g.PaidAt == nil || slices.Contains(ref.PaymentIDs, g.PaymentID) {
+		return false
+	}
+	return g.PaidAt.Before(st.CreatedAt.Add(-clockSkew))
+}
 
 // confirmPayment calls ordertimeout.confirm_payment with the gateway's
 // amount and currency (either may be unknown: the database then takes the
