@@ -29,8 +29,8 @@
 //	      "paid_at": "2026-12-01T10:00:00Z"}
 //	     Sets how the gateway treats the order. With payment_id, the buyer
 //	     pays now (payment behaviours only); paid_at, if given, is when
-//	     GET /v1/orders/{order_id} says that payment was taken (it does not
-//	     say otherwise):
+//	     the answers about the order (a query's, a close's) say that
+//	     payment was taken (they do not say otherwise):
 //	       instant  paid at once; the callback confirms the payment at once
 //	       late     the payment completes after delay_ms (typically after the
 //	                shop cancelled); until then the gateway knows no payment;

@@ -446,7 +446,7 @@ func (s *Server) closeOrder(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	var out gateway.CloseResult
 	if o.status == gateway.StatusPaid {
-		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount, Currency: o.currency}
+		out = gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: o.paymentID, Amount: o.amount, Currency: o.currency, PaidAt: o.paidAt}
 	} else {
 		o.closed = true
 		out = gateway.CloseResult{Status: gateway.CloseClosed}

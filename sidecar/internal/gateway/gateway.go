@@ -138,12 +138,13 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(t.Format(time.RFC3339Nano))
 }
 
-// CloseResult is the gateway's answer to a close.
+// CloseResult is the gateway's answer to a close; PaidAt as in Order.
 type CloseResult struct {
-	Status    string   `json:"status"`
-	PaymentID string   `json:"payment_id,omitempty"`
-	Amount    Amount   `json:"amount,omitempty"`
-	Currency  Currency `json:"currency,omitempty"`
+	Status    string     `json:"status"`
+	PaymentID string     `json:"payment_id,omitempty"`
+	Amount    Amount     `json:"amount,omitempty"`
+	Currency  Currency   `json:"currency,omitempty"`
+	PaidAt    *Timestamp `json:"paid_at,omitempty"`
 }
 
 // RefundRequest asks the gateway to return a payment.

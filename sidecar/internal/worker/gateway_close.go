@@ -71,15 +71,17 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
-	result, err := confirmPaid(ctx, w.Pool, a.OrderID, st, r.PaymentID, r.Amount, r.Currency)
+	result, err := confirmPaid(ctx, w.Pool, ref, st, gateway.Order{OrderID: a.OrderID, Status: gateway.StatusPaid,
+		PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency, PaidAt: r.PaidAt})
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
 	if result == notOurs {
-		// Not this order's money: a payment of a purged order under its id.
-		// The gateway answers the same to every close; a person looks.
-		w.Logger.Error("gateway answers the close with a payment of a purged order under this order's id: not recorded, check it at the gateway",
-			"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", r.PaymentID)
+		// Not this order's money: a payment of an earlier order under its
+		// id (purged here, or taken before this order was created). The
+		// gateway answers the same to every close; a person looks.
+		w.Logger.Error("gateway answers the close with a payment of an earlier order under this order's id (purged, or taken before this order was created): not recorded, check it at the gateway",
+			"kind", job.Kind, "job_id", job.ID, "order_id", a.OrderID, "payment_id", r.PaymentID, "paid_at", r.PaidAt)
 		w.outcome(job.Kind, "paid_"+result)
 		return nil
 	}

@@ -89,7 +89,7 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		confirmed, err := confirmAnswer(ctx, w.Pool, ref, st, g)
+		confirmed, err := confirmPaid(ctx, w.Pool, ref, st, g)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}

@@ -71,7 +71,7 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 	}
 	switch g.Status {
 	case gateway.StatusPaid:
-		result, err := confirmAnswer(ctx, w.Pool, ref, st, g)
+		result, err := confirmPaid(ctx, w.Pool, ref, st, g)
 		if err != nil {
 			return retry(ctx, w.Deps, job, true, err)
 		}

@@ -255,31 +255,26 @@ func noneIsFinal(job *rivertype.JobRow, st orderState) (final bool, pause time.D
 }
 
 // confirmPaid confirms a payment the gateway says is paid (a query or a
-// close answered "paid"), by the rule: the sidecar never confirms an order
-// that has an amount without the gateway's amount. Such an answer is a bad
-// answer (gateway.ErrBadAnswer): nothing is confirmed, the job asks again
-// later. st is the order as read before asking.
-func confirmPaid(ctx context.Context, db *pgxpool.Pool, orderID string, st orderState, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
-	if st.Amount != nil && amount == "" {
+// close answered "paid"; g is the answer, a close's as an Order), by two
+// rules. The sidecar never confirms an order that has an amount without the
+// gateway's amount: such an answer is a bad answer (gateway.ErrBadAnswer),
+// nothing is confirmed, and the job asks again later. A payment of an
+// earlier order under the same id (earlierOrders) is not this order's: the
+// answer is notOurs, and nothing is confirmed. st is the order as read
+// before asking, ref what the gateway was asked about.
+func confirmPaid(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orderState, g gateway.Order) (string, error) {
+	if st.Amount != nil && g.Amount == "" {
 		return "", fmt.Errorf("gateway says order %q is paid by %q but gives no amount, and the order's amount is %s: not confirmed: %w",
-			orderID, paymentID, *st.Amount, gateway.ErrBadAnswer)
+			ref.OrderID, g.PaymentID, *st.Amount, gateway.ErrBadAnswer)
 	}
-	return confirmPayment(ctx, db, orderID, paymentID, amount, currency)
-}
-
-// confirmAnswer is confirmPaid for the paid answer g of a query about the
-// order (a payment or precancel check), which may say when the gateway took
-// the payment: notOurs, with nothing confirmed, for a payment of an earlier
-// order under the same id (earlierOrders).
-func confirmAnswer(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orderState, g gateway.Order) (string, error) {
 	if earlierOrders(st, ref, g) {
 		return notOurs, nil
 	}
-	return confirmPaid(ctx, db, ref.OrderID, st, g.PaymentID, g.Amount, g.Currency)
+	return confirmPayment(ctx, db, ref.OrderID, g.PaymentID, g.Amount, g.Currency)
 }
 
 // notOurs is confirmPayment's answer for a payment of a purged order, and
-// confirmAnswer's for a payment taken before the order was created.
+// confirmPaid's for a payment taken before the order was created.
 const notOurs = "not_ours"
 
 // clockSkew is how far the gateway's clock and the database's may differ
