@@ -6,13 +6,16 @@ import (
 	"crypto/md5" //nolint:gosec // a fingerprint, not a secret
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // fingerprintsFile holds the schema fingerprint after each migration (and 0
@@ -28,9 +31,11 @@ var fingerprintsFile string
 // ordertimeout and River's objects (river_*) in schema $1 (the current one), with
 // their comments. It leaves out what differs between two databases built
 // by the same migrations: owners and privileges, column numbers (a column
-// dropped and added again by down and up gets a new one), data, and
-// golang-migrate's own table. It must run with search_path = pg_catalog,
-// so that every name the deparsed text holds is schema-qualified.
+// dropped and added again by down and up gets a new one), storage options
+// but fillfactor (an operator tunes autovacuum per table), data, and
+// golang-migrate's own table. It must run with the settings Fingerprint
+// pins: search_path = pg_catalog, so that every name the deparsed text
+// holds is schema-qualified, and those that change how a value is written.
 const fingerprintQuery = `
 WITH ns AS (
     SELECT oid, nspname FROM pg_namespace WHERE nspname = 'ordertimeout'
@@ -53,7 +58,8 @@ WITH ns AS (
             OR (t.typnamespace IN (SELECT oid FROM cur) AND t.typname LIKE 'river\_%'))
        AND t.typtype IN ('d', 'e', 'r')
 ), line AS (
-    SELECT format('relation %s %s %s %s', r.oid::regclass, r.relkind, r.relpersistence, r.reloptions) AS l
+    SELECT format('relation %s %s %s %s', r.oid::regclass, r.relkind, r.relpersistence,
+                  (SELECT array_agg(o ORDER BY o) FROM unnest(r.reloptions) AS o WHERE o LIKE 'fillfactor=%')) AS l
       FROM rel AS r
     UNION ALL
     SELECT format('column %s.%I %s %s %s %s %s', r.oid::regclass, a.attname,
@@ -115,6 +121,9 @@ WITH ns AS (
 )
 SELECT l FROM line`
 
+// lockWait bounds how long Fingerprint waits for a lock on a table.
+const lockWait = 10 * time.Second
+
 // Querier is what Fingerprint needs of a connection: *pgx.Conn, a
 // *pgxpool.Pool, or a transaction.
 type Querier interface {
@@ -130,8 +139,44 @@ func Fingerprint(ctx context.Context, q Querier) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return Sum(lines), nil
+}
+
+// Sum is the fingerprint of lines as FingerprintLines returns them.
+func Sum(lines []string) string {
 	sum := md5.Sum([]byte(strings.Join(lines, "\n")))
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:])
+}
+
+// Prebuilt holds the indexes a migration creates IF NOT EXISTS that the
+// README tells operators of large tables to build beforehand with CREATE
+// INDEX CONCURRENTLY: the schema before such a migration may have them.
+// WithoutIndexes takes them out of its lines to compare it.
+var Prebuilt = map[uint][]string{
+	11: {"ordertimeout.orders_closed_at", "ordertimeout.orders_paid_at"},
+}
+
+// WithoutIndexes returns lines without those of the indexes named (schema
+// qualified).
+func WithoutIndexes(lines []string, indexes []string) []string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		drop := false
+		for _, name := range indexes {
+			schema, index, _ := strings.Cut(name, ".")
+			if strings.HasPrefix(l, "index CREATE INDEX "+index+" ON "+schema+".") ||
+				strings.HasPrefix(l, "index CREATE UNIQUE INDEX "+index+" ON "+schema+".") ||
+				strings.HasPrefix(l, "relation "+name+" i ") ||
+				strings.HasPrefix(l, "comment "+name+" ") {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // FingerprintLines returns the lines Fingerprint sums, sorted byte-wise:
@@ -151,7 +196,16 @@ func FingerprintLines(ctx context.Context, q Querier) ([]string, error) {
 	if err := tx.QueryRow(ctx, "SELECT current_schema()").Scan(&current); err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
 	}
-	if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
+	// The deparsed text writes intervals in IntervalStyle and quotes names
+	// by quote_all_identifiers, which a role or a database may set; the
+	// others are pinned so that no setting of the session can change a
+	// line. Deparsing a column's default takes a lock on its table: a
+	// transaction that holds one (a migration running, a LOCK TABLE) is
+	// waited for at most lockWait.
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog;
+		SET LOCAL IntervalStyle = postgres; SET LOCAL quote_all_identifiers = off;
+		SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL TimeZone = 'UTC'; SET LOCAL extra_float_digits = 1;
+		SET LOCAL bytea_output = hex; SET LOCAL lock_timeout = `+fmt.Sprint(lockWait.Milliseconds())); err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
 	}
 	rows, err := tx.Query(ctx, fingerprintQuery, current)
@@ -159,6 +213,11 @@ func FingerprintLines(ctx context.Context, q Querier) ([]string, error) {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
 	}
 	all, err := pgx.CollectRows(rows, pgx.RowTo[*string])
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+		return nil, fmt.Errorf("fingerprint the schema: another transaction holds a lock on one of its tables "+
+			"(a migration running, a LOCK TABLE; pg_locks names it), waited for %s: try again once it ends: %w", lockWait, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -103,6 +104,24 @@ func TestFingerprints(t *testing.T) {
 	}
 	recorded, err := migrations.Fingerprints()
 	require.NoError(t, err)
+	require.Equal(t, up[latest], down[latest], "the template database (all migrations at once) is the newest version's")
+
+	// No setting of the session changes the fingerprint: the deparsed text
+	// writes intervals in IntervalStyle and quotes names by
+	// quote_all_identifiers, which a role or a database may set.
+	config, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	for k, v := range map[string]string{"IntervalStyle": "iso_8601", "quote_all_identifiers": "on",
+		"DateStyle": "SQL, DMY", "TimeZone": "Asia/Shanghai", "extra_float_digits": "-15", "bytea_output": "escape"} {
+		config.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(ctx, config)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	fp, err := migrations.Fingerprint(ctx, conn)
+	require.NoError(t, err)
+	require.Equal(t, up[latest], fp, "the fingerprint read with other session settings: %s", differ(up[latest], fp))
+
 	if !*update {
 		for _, v := range append([]uint{0}, versions...) {
 			require.Equal(t, up[v], recorded[v],

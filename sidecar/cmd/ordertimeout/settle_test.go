@@ -41,8 +41,10 @@ func TestMigrateSettlesADirtyMark(t *testing.T) {
 		name         string
 		schema, mark int
 		river        bool
-		down         bool // migrate down 1 instead of up
-		settled      int  // the version recorded
+		down         bool   // migrate down 1 instead of up
+		settled      int    // the version recorded
+		sql          string // run before the mark is set
+		says         string // in the settlement's sentence
 	}{
 		{name: "up killed before its migration committed", schema: 38, mark: 39, settled: 38},
 		{name: "up killed after its migration committed", schema: 39, mark: 39, settled: 39},
@@ -55,6 +57,16 @@ func TestMigrateSettlesADirtyMark(t *testing.T) {
 		{name: "unseen 8, up killed before", schema: 7, mark: 8, river: true, settled: 7},
 		{name: "unseen 8, up killed after", schema: 8, mark: 8, river: true, settled: 8},
 		{name: "first migration killed before", schema: 0, mark: 1, river: true, settled: 0},
+		// golang-migrate marks "none" (-1) dirty while it rolls back 000001.
+		{name: "first migration's rollback killed before", schema: 1, mark: -1, river: true, settled: 1},
+		{name: "unseen 21, down from 22 killed after", schema: 21, mark: 21, down: true, settled: 20,
+			says: "the schema is that of versions 20 and 21 alike"},
+		// The README tells operators of large tables to build 000011's
+		// indexes beforehand, concurrently; 000011 creates them if not there.
+		{name: "000011's indexes built beforehand", schema: 10, mark: 11, settled: 10,
+			sql: `CREATE INDEX orders_closed_at ON ordertimeout.orders (closed_at) WHERE status = 'CLOSED';
+			      CREATE INDEX orders_paid_at ON ordertimeout.orders (paid_at) WHERE status IN ('PAID', 'REFUNDED')`,
+			says: "with the indexes of migration 11 built beforehand"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,6 +78,9 @@ func TestMigrateSettlesADirtyMark(t *testing.T) {
 				db, url = migratedDownTo(t, c.schema)
 			} else {
 				db, url = databaseAt(t, c.schema)
+			}
+			if c.sql != "" {
+				sidecartest.Exec(t, db, c.sql)
 			}
 			if c.schema == 0 {
 				// down --all leaves golang-migrate's table empty.
@@ -79,6 +94,14 @@ func TestMigrateSettlesADirtyMark(t *testing.T) {
 			v, dirty := markOf(t, db)
 			require.Equal(t, c.mark, v, "migrate version records nothing")
 			require.True(t, dirty)
+			m, err := migrator.Open(url, nil)
+			require.NoError(t, err)
+			diagnosis, err := m.Diagnose(ctx)
+			require.NoError(t, m.Close())
+			require.NoError(t, err)
+			require.Equal(t, c.settled, int(diagnosis.Schema), "what migrate version prints: %s", diagnosis)
+			require.False(t, diagnosis.Recorded)
+			require.Contains(t, diagnosis.String(), c.says)
 
 			if c.down {
 				err := realMain(ctx, []string{"migrate", "down", "1", "--database-url", url})

@@ -103,7 +103,7 @@ func (g *Migrator) Down(ctx context.Context, steps int, dropData bool) (changed 
 		return false, fmt.Errorf("migrate down: %w; nothing was rolled back", err)
 	}
 	if s.Dirty {
-		return true, fmt.Errorf("migrate down: %s; nothing was rolled back: run migrate down again to roll back from version %d", s, s.Schema)
+		return true, fmt.Errorf("migrate down: %s; nothing was rolled back: migrate down again rolls back from version %d", s, s.Schema)
 	}
 	if steps == 0 {
 		err = g.m.Down()
@@ -137,7 +137,8 @@ func (g *Migrator) checkDown(steps int) (current, target uint, err error) {
 		return 0, 0, err
 	}
 	if dirty {
-		return 0, 0, fmt.Errorf("migrate down: version %d is dirty (a migration failed): force the version before it, fix what its error names, migrate up; nothing was rolled back", current)
+		// Settle ran just before; another migrate marked it since.
+		return 0, 0, fmt.Errorf("migrate down: version %d is dirty (another migrate failed or is running): nothing was rolled back; try again", current)
 	}
 	versions, err := migrations.Versions()
 	if err != nil {
@@ -209,17 +210,18 @@ func ranges(versions []uint) string {
 	return strings.Join(runs, ", ")
 }
 
-// Version returns the applied version (0 when none) and whether a failed
-// migration left the database dirty.
+// Version returns the applied version (0 when none) and whether a migration
+// killed or failed left the mark dirty (also "none" dirty: golang-migrate's
+// mark when the down of the first migration did not finish).
 func (g *Migrator) Version() (version uint, dirty bool, err error) {
-	version, dirty, err = g.m.Version()
-	if errors.Is(err, migrate.ErrNilVersion) {
-		return 0, false, nil
-	}
+	v, dirty, err := g.driver.Version()
 	if err != nil {
 		return 0, false, fmt.Errorf("read migration version: %w", err)
 	}
-	return version, dirty, nil
+	if v < 0 {
+		return 0, dirty, nil
+	}
+	return uint(v), dirty, nil
 }
 
 type logAdapter struct{ l *slog.Logger }

@@ -31,6 +31,11 @@ type Settlement struct {
 	// How says how Schema was told: by the schema's fingerprint, or by the
 	// probe of a migration the fingerprint cannot see.
 	How string
+	// Also is the version after Schema when the two have the same schema
+	// and nothing tells them apart (a migration in migrations.Unseen
+	// without a probe, which may run again): Schema is recorded, and up
+	// runs Also's migration again; 0 otherwise.
+	Also uint
 }
 
 // String describes the settlement in a sentence, for a log line or the
@@ -41,6 +46,9 @@ func (s Settlement) String() string {
 	}
 	var what string
 	switch {
+	case s.Also != 0:
+		what = fmt.Sprintf("the schema is that of versions %d and %d alike (migration %d changes nothing the fingerprint sees): "+
+			"taken as %d's, and migrate up runs %d again, which does no harm", s.Schema, s.Also, s.Also, s.Schema, s.Also)
 	case s.Schema == s.Marked:
 		what = fmt.Sprintf("the schema is version %d's, as marked: the migration (or rollback) to it committed", s.Schema)
 	case s.Schema < s.Marked:
@@ -135,14 +143,28 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 		return s, fmt.Errorf("settle the dirty version: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	fp, err := migrations.Fingerprint(ctx, conn)
+	lines, err := migrations.FingerprintLines(ctx, conn)
 	if err != nil {
 		return s, fmt.Errorf("settle the dirty version: %w", err)
 	}
+	fp := migrations.Sum(lines)
 	var matches []uint
 	for _, v := range candidates {
 		if fps[v] == fp {
 			matches = append(matches, v)
+		}
+	}
+	prebuilt := ""
+	if len(matches) == 0 {
+		// The schema before a migration whose indexes an operator built
+		// beforehand, as the README advises for large tables, has them.
+		for j, v := range candidates {
+			if j+1 < len(candidates) && migrations.Prebuilt[candidates[j+1]] != nil &&
+				migrations.Sum(migrations.WithoutIndexes(lines, migrations.Prebuilt[candidates[j+1]])) == fps[v] {
+				matches = append(matches, v)
+				prebuilt = fmt.Sprintf(", with the indexes of migration %d built beforehand (%s)",
+					candidates[j+1], strings.Join(migrations.Prebuilt[candidates[j+1]], ", "))
+			}
 		}
 	}
 	switch len(matches) {
@@ -153,7 +175,7 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 			s.Marked, fp, joinVersions(candidates), ErrUnsettled)
 	case 1:
 		s.Schema = matches[0]
-		s.How = "told by the schema's fingerprint"
+		s.How = "told by the schema's fingerprint" + prebuilt
 	default:
 		// Two adjacent versions with one schema: the later one's migration
 		// is one the fingerprint cannot see, and its probe tells.
@@ -164,8 +186,10 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 				s.Marked, joinVersions(matches), ErrUnsettled)
 		}
 		s.Schema = matches[0]
-		s.How = fmt.Sprintf("migration %d changes nothing the fingerprint sees, and may run again", later)
+		s.How = "told by the schema's fingerprint"
+		s.Also = later
 		if probe != "" {
+			s.Also = 0
 			var done bool
 			if err := conn.QueryRow(ctx, probe).Scan(&done); err != nil {
 				return s, fmt.Errorf("settle the dirty version: ask whether migration %d committed: %w", later, err)
