@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/config"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/migrator"
@@ -34,8 +36,11 @@ ordertimeout schema) with golang-migrate.
              nothing is rolled back: run down again
   down --all roll back every migration: drops ordertimeout and River's
              tables WITH ALL THEIR DATA
-  version    print the applied version; when it is marked dirty, also
-             which version's schema the database has (exit status 1)
+  version    print the applied version, and warn when the schema is not
+             that version's (changed by hand, or a version forced by
+             mistake: its fingerprint names the version it is, if any);
+             when it is marked dirty, which version's schema the database
+             has (exit status 1)
   force N    record version N (0, or a migration's) as applied and clean,
              running nothing: for a schema up and down cannot tell (one
              changed by hand, or by a build with other migrations; they
@@ -155,5 +160,28 @@ func printVersion(ctx context.Context, m *migrator.Migrator, changed bool) error
 		return errors.New("migrate: database is dirty")
 	}
 	fmt.Printf("version %d (%s)\n", v, state)
+	// The schema itself, by its fingerprint: a version forced by hand, or
+	// a schema changed by hand, shows here rather than at the next dirty
+	// mark, which could not be settled then.
+	have, err := m.SchemaVersions(ctx)
+	switch {
+	case err != nil:
+		fmt.Printf("the schema could not be compared with version %d's: %v\n", v, err)
+	case slices.Contains(have, v):
+	case len(have) > 0:
+		fmt.Printf("warning: the schema is not version %d's but version %s's (a version forced by mistake? migrate force the one it has)\n",
+			v, joinUints(have, " or "))
+	default:
+		fmt.Printf("warning: the schema is not version %d's as its migrations build it, nor any version's: "+
+			"changed by hand (an index, a function), or by another build's migrations; a migration killed midway could not be settled on it\n", v)
+	}
 	return nil
+}
+
+func joinUints(vs []uint, sep string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	return strings.Join(out, sep)
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/migrator"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
 )
 
 // mark sets golang-migrate's version mark by hand, as a migrate killed
@@ -213,4 +216,34 @@ func TestMigrateUpWaitsForAMigrateRunning(t *testing.T) {
 	v, dirty = markOf(t, db)
 	require.Equal(t, latest, v)
 	require.False(t, dirty)
+}
+
+// `migrate version` (and every migrate action, which ends with it) compares
+// the schema with the version recorded, by its fingerprint: a version forced
+// by mistake names the version the schema has; a schema changed by hand
+// matches none, which is said before a dirty mark finds it out. Either is a
+// warning, not a failure.
+func TestMigrateVersionComparesTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := build(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	latest, _ := migrationVersions(t)
+	migrate := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, bin, append(append([]string{"migrate"}, args...), "--database-url", url)...).Output()
+		require.NoError(t, err, "migrate %v: %s", args, out)
+		return string(out)
+	}
+	require.Equal(t, fmt.Sprintf("version %d (unchanged)\n", latest), migrate("version"))
+
+	out := migrate("force", strconv.Itoa(latest-1))
+	require.Contains(t, out, fmt.Sprintf("warning: the schema is not version %d's but version %d's", latest-1, latest))
+	migrate("force", strconv.Itoa(latest))
+
+	sidecartest.Exec(t, db, "CREATE INDEX made_by_hand ON ordertimeout.orders (amount)")
+	require.Contains(t, migrate("version"), fmt.Sprintf("warning: the schema is not version %d's as its migrations build it, nor any version's", latest))
+	sidecartest.Exec(t, db, "DROP INDEX ordertimeout.made_by_hand")
+	require.Equal(t, fmt.Sprintf("version %d (unchanged)\n", latest), migrate("version"))
 }

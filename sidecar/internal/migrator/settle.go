@@ -221,3 +221,34 @@ func joinVersions(vs []uint) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// SchemaVersions returns the versions whose schema, as the migrations build
+// it (migrations/fingerprints.txt), the database has now: one for a schema
+// no one changed by hand (two for 000008 and 000021, whose change the
+// fingerprint does not see), none for one changed by hand or by another
+// build's migrations.
+func (g *Migrator) SchemaVersions(ctx context.Context) ([]uint, error) {
+	fps, err := migrations.Fingerprints()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, g.url)
+	if err != nil {
+		return nil, fmt.Errorf("read the schema: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	fp, err := migrations.Fingerprint(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint
+	for v, f := range fps {
+		if f == fp {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
