@@ -11,7 +11,8 @@
 //     cluster (package pgcluster);
 //   - the gateway down, slow, and answering garbage;
 //   - duplicate and out-of-order payment callbacks;
-//   - the sidecar's wall clock 10 minutes fast and slow.
+//   - the sidecar's wall clock 10 minutes fast and slow;
+//   - `ordertimeout migrate up` and `down` killed at random moments.
 //
 // The tests are in _test.go files only; they need DATABASE_URL (make test
 // sets it) and, for the restart test, the PostgreSQL server binaries.

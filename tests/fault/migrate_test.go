@@ -1,0 +1,159 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ordertimeout/ordertimeout/migrations"
+	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sidecarproc"
+)
+
+// TestMigrateKilledAtRandomMoments kills `ordertimeout migrate up` (kill -9)
+// again and again, each time once golang-migrate has marked a version drawn
+// at random (and a random 0–20 ms later), from 000009 to the newest; then
+// `migrate down` the same way. The next `migrate up` after each kill must
+// settle the dirty mark, whether the killed migration had committed or not
+// (both happen: a migration sent runs to its end unless PostgreSQL notices
+// the client is gone first), and the last one must end at the newest version
+// with the schema the migrations build (its fingerprint). Before, each kill
+// needed a person's `migrate force`, and guessing wrong ran a migration
+// twice. The seed is logged; FAULT_SEED replays one.
+func TestMigrateKilledAtRandomMoments(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := binary(t)
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	versions, err := migrations.Versions()
+	require.NoError(t, err)
+	latest := int(versions[len(versions)-1])
+
+	seed := rand.Uint64()
+	if s := os.Getenv("FAULT_SEED"); s != "" {
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("seed %d (FAULT_SEED replays it)", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+
+	migrate := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, bin, append(append([]string{"migrate"}, args...), "--database-url", url)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := migrate("down", strconv.Itoa(latest-9), "--drop-data")
+	require.NoError(t, err, out)
+
+	mark := func() (int, bool) {
+		var v int
+		var dirty bool
+		err := db.QueryRow(ctx, "SELECT coalesce(max(version), 0), coalesce(bool_or(dirty), false) FROM schema_migrations").Scan(&v, &dirty)
+		require.NoError(t, err)
+		return v, dirty
+	}
+	// settled counts what the ups found of the marks left dirty, from their
+	// log lines: the killed migration committed, or not.
+	settled := map[string]int{}
+	count := func(out string) {
+		for _, what := range []string{"committed (told", "did not commit"} {
+			settled[what] += strings.Count(out, what)
+		}
+	}
+	// killAt starts migrate with args and kills it once the mark says
+	// reached, then a random 0-20 ms later; it reports whether the kill
+	// came before migrate ended by itself.
+	killAt := func(reached func(v int) bool, args ...string) bool {
+		t.Helper()
+		cmd := exec.Command(bin, append(append([]string{"migrate"}, args...), "--database-url", url)...)
+		buf := &sidecarproc.Buffer{}
+		cmd.Stdout, cmd.Stderr = buf, buf
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		deadline := time.After(2 * time.Minute)
+		for {
+			select {
+			case err := <-done:
+				require.NoError(t, err, "migrate %v ended before the kill: %s", args, buf.String())
+				count(buf.String())
+				return false
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				t.Fatalf("migrate %v did not reach the version to kill it at within 2 min: %s", args, buf.String())
+			default:
+			}
+			if v, _ := mark(); reached(v) {
+				break
+			}
+			time.Sleep(time.Millisecond) // a poll of the mark, not a wait for an event
+		}
+		time.Sleep(time.Duration(rng.IntN(21)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		<-done
+		count(buf.String())
+		return true
+	}
+
+	kills, dirtyAfter := 0, 0
+	for v := 9; v < latest; {
+		target := v + 1 + rng.IntN(min(8, latest-v))
+		if killAt(func(m int) bool { return m >= target }, "up") {
+			kills++
+		}
+		if _, dirty := mark(); dirty {
+			dirtyAfter++
+		}
+		// A dirty mark is settled by the next up: here, by the next
+		// round's, once the killed client's backend has let go of the lock.
+		v = target
+	}
+	out, err = migrate("up")
+	require.NoError(t, err, "the up after the last kill going up: %s", out)
+	count(out)
+	// And rolling back, killed the same way, then up to the newest.
+	for range 4 {
+		from, _ := mark()
+		target := from - 1 - rng.IntN(5)
+		if killAt(func(m int) bool { return m <= target }, "down", "8", "--drop-data") {
+			kills++
+		}
+		if _, dirty := mark(); dirty {
+			dirtyAfter++
+		}
+		out, err := migrate("up")
+		require.NoError(t, err, "the up after a killed down: %s", out)
+		count(out)
+	}
+	out, err = migrate("up")
+	require.NoError(t, err, "the up after the last kill: %s", out)
+	count(out)
+	t.Logf("%d kills, %d of them left the mark dirty; settled: %d committed, %d not",
+		kills, dirtyAfter, settled["committed (told"], settled["did not commit"])
+
+	v, dirty := mark()
+	require.Equal(t, latest, v)
+	require.False(t, dirty)
+	requireSchemaOf(ctx, t, db, latest)
+	require.Positive(t, kills, "some migrate was killed before it ended")
+}
+
+// requireSchemaOf fails unless the database's schema is the one the
+// migrations build at version.
+func requireSchemaOf(ctx context.Context, t *testing.T, db *pgxpool.Pool, version int) {
+	t.Helper()
+	fps, err := migrations.Fingerprints()
+	require.NoError(t, err)
+	fp, err := migrations.Fingerprint(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, fps[uint(version)], fp, fmt.Sprintf("the schema is version %d's", version))
+}
