@@ -16,8 +16,8 @@
 // GET /v1/payments lists every payment the fake took, silent ones included
 // (their callback never comes; a payment set without an amount is not
 // listed, as the contract requires one), and every refund it made, each
-// once, stamped with this host's clock when it happened, in its currency or
-// DefaultCurrency (EUR).
+// once, stamped with this host's clock when it happened (a payment set with
+// paid_at, with that), in its currency or DefaultCurrency (EUR).
 //
 // The control API, for tests and demos:
 //

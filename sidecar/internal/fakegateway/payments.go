@@ -39,6 +39,13 @@ func (l *ledger) add(p gateway.Payment) {
 	if p.Currency == "" {
 		p.Currency = DefaultCurrency
 	}
+	if !p.At.IsZero() {
+		// When the payment was taken, as the answers about its order say
+		// (paid_at): the listing sorts by it.
+		p.At = p.At.UTC().Truncate(time.Microsecond)
+		l.entries = append(l.entries, p)
+		return
+	}
 	// Strictly increasing times, so that a client paging from the last at
 	// always moves on.
 	p.At = time.Now().UTC().Truncate(time.Microsecond)
@@ -54,7 +61,11 @@ func (l *ledger) paid(orderID string, o *order) {
 	if o.paymentID == "" || o.amount == "" {
 		return
 	}
-	l.add(gateway.Payment{PaymentID: o.paymentID, OrderID: orderID, Amount: o.amount, Currency: o.currency, Status: gateway.PaymentPaid})
+	p := gateway.Payment{PaymentID: o.paymentID, OrderID: orderID, Amount: o.amount, Currency: o.currency, Status: gateway.PaymentPaid}
+	if o.paidAt != nil {
+		p.At = o.paidAt.Time
+	}
+	l.add(p)
 }
 
 // refunded records a refund of the payment req names, of its amount (the

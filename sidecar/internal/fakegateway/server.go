@@ -227,6 +227,9 @@ func (s *Server) Set(ctx context.Context, orderID string, b Behaviour) error {
 	if b.NoneQueries < 0 {
 		return fmt.Errorf("none_queries must not be negative, got %d", b.NoneQueries)
 	}
+	if b.PaidAt != nil && b.PaidAt.Err != nil {
+		return b.PaidAt.Err
+	}
 	s.mu.Lock()
 	o := s.order(orderID)
 	o.behaviour = b.Behaviour

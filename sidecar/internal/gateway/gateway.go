@@ -116,20 +116,42 @@ type Order struct {
 
 // Timestamp is a time in a gateway's answer: an RFC 3339 string read by
 // ParseTime (JSON null, like an absent key, leaves the *Timestamp nil:
-// unknown).
-type Timestamp struct{ time.Time }
+// unknown). Decoding never fails: a value ParseTime refuses is kept as its
+// error (Err), which only a paid answer makes a bad answer (Client.Order and
+// Client.Close drop the field from any other, which has no use for it).
+type Timestamp struct {
+	time.Time
+	// Err is why the value is not a time; nil when it is one.
+	Err error `json:"-"`
+}
 
 // UnmarshalJSON reads an RFC 3339 string with ParseTime.
 func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	*t = Timestamp{}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("paid_at must be an RFC 3339 time string, got %s", snippet(b))
+		t.Err = fmt.Errorf("paid_at must be an RFC 3339 time string, got %s", snippet(b))
+		return nil
 	}
 	v, err := ParseTime(s)
 	if err != nil {
-		return fmt.Errorf("paid_at %w", err)
+		t.Err = fmt.Errorf("paid_at %w", err)
+		return nil
 	}
 	t.Time = v
+	return nil
+}
+
+// checkPaidAt keeps a paid answer's paid_at, which must be a time, and
+// drops any other answer's.
+func checkPaidAt(paid bool, t **Timestamp) error {
+	if !paid {
+		*t = nil
+		return nil
+	}
+	if *t != nil && (*t).Err != nil {
+		return (*t).Err
+	}
 	return nil
 }
 
@@ -207,7 +229,11 @@ func (c *Client) Order(ctx context.Context, ref Ref) (Order, error) {
 		if err := checkID("payment_id", o.PaymentID); err != nil {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
+		if err := checkPaidAt(true, &o.PaidAt); err != nil {
+			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
+		}
 	case StatusPending, StatusFailed, StatusNone:
+		_ = checkPaidAt(false, &o.PaidAt)
 	default:
 		return Order{}, fmt.Errorf("ask gateway about order %q: unknown status %s: %w", orderID, quote(o.Status), ErrBadAnswer)
 	}
@@ -229,11 +255,15 @@ func (c *Client) Close(ctx context.Context, ref Ref) (CloseResult, error) {
 	}
 	switch r.Status {
 	case CloseClosed:
+		_ = checkPaidAt(false, &r.PaidAt)
 	case ClosePaid:
 		if r.PaymentID == "" {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid without payment_id: %w", orderID, ErrBadAnswer)
 		}
 		if err := checkID("payment_id", r.PaymentID); err != nil {
+			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
+		}
+		if err := checkPaidAt(true, &r.PaidAt); err != nil {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
 	default:

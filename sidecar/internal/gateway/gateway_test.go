@@ -204,9 +204,7 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 			require.Zero(t, o)
 			require.EqualValues(t, 1, calls.Load(), "a bad answer is not retried by the client")
 			cl, err := c.Close(ctx, gateway.Ref{OrderID: "A1"})
-			// "PAID" is not a close status either way; a close's answer
-			// has no paid_at.
-			if name != "status in other case" && !strings.HasPrefix(name, "paid_at") {
+			if name != "status in other case" { // "PAID" is not a close status either way
 				require.ErrorIs(t, err, gateway.ErrBadAnswer, "close answer %q gave %+v", body, cl)
 			}
 		})
@@ -223,6 +221,10 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 		`{"status": "paid", "payment_id": "` + strings.Repeat("ü", 128) + `"}` + "\n":              {Status: "paid", PaymentID: strings.Repeat("ü", 128)},
 		`{"status": "none", "nested": {"status": "paid"}, "list": [{"status": 1}, {"status": 2}]}`: {Status: "none"},
 		`{` + paid + `, "paid_at": null}`:                                                          {Status: "paid", PaymentID: "P1"},
+		// An answer that is not paid has no use for paid_at: whatever it
+		// holds, the answer stands.
+		`{"status": "pending", "paid_at": "yesterday"}`: {Status: "pending"},
+		`{"status": "none", "paid_at": ""}`:             {Status: "none"},
 		`{` + paid + `, "paid_at": "2026-12-01T10:00:00.5+08:00"}`: {Status: "paid", PaymentID: "P1",
 			PaidAt: &gateway.Timestamp{Time: time.Date(2026, 12, 1, 2, 0, 0, 500_000_000, time.UTC)}},
 	}
@@ -237,6 +239,22 @@ func TestClientParsesAnswersStrictly(t *testing.T) {
 		}
 		require.Equal(t, want, o, body)
 	}
+}
+
+// A close's paid answer carries paid_at as a query's does; a closed answer
+// has no use for it.
+func TestCloseReadsPaidAt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, _ := answerServer(t, 200, `{"status": "paid", "payment_id": "P1", "amount": "1.00", "paid_at": "2026-12-01T10:00:00Z"}`)
+	r, err := (&gateway.Client{BaseURL: srv.URL}).Close(ctx, gateway.Ref{OrderID: "A1"})
+	require.NoError(t, err)
+	require.NotNil(t, r.PaidAt)
+	require.True(t, r.PaidAt.Equal(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)))
+	srv, _ = answerServer(t, 200, `{"status": "closed", "paid_at": "yesterday"}`)
+	r, err = (&gateway.Client{BaseURL: srv.URL}).Close(ctx, gateway.Ref{OrderID: "A1"})
+	require.NoError(t, err)
+	require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r)
 }
 
 // A refund answer is parsed as strictly, its status must be "refunded", and

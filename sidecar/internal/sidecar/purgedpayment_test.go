@@ -56,11 +56,18 @@ func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
 		// from the order's creation by the database's clock.
 		paidAt int
 		paid   bool
+		// reconcile: continuous reconciliation runs too, and must judge
+		// the payment as the checks do (outcome other_order); the fake
+		// lists it at its paid_at.
+		reconcile bool
 	}{
 		{name: "precancel check, an hour before", payment: "P-old", paidAt: -3600, paid: false},
 		{name: "precancel check, 6 minutes before", payment: "P-old", paidAt: -360, paid: false},
 		{name: "precancel check, within the clocks' skew", payment: "P-old", paidAt: -240, paid: true},
 		{name: "precancel check, after the order was created", payment: "P-old", paidAt: 1, paid: true},
+		{name: "precancel check and reconciliation, an hour before", payment: "P-old", paidAt: -3600, paid: false, reconcile: true},
+		// An adapter's zero time (here 1956) says it does not know.
+		{name: "precancel check, a paid_at before 2000", payment: "P-old", paidAt: -70 * 365 * 86400, paid: true},
 		{name: "payment check, another payment an hour before", begin: true, payment: "P-old", paidAt: -3600, paid: false},
 		{name: "payment check, the attempt's own payment with a clock an hour behind", begin: true, payment: "P-new", paidAt: -3600, paid: true},
 	}
@@ -77,10 +84,17 @@ func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
 			var paidAt time.Time
 			require.NoError(t, e.db.QueryRow(t.Context(),
 				"SELECT created_at + $1 * interval '1 second' FROM ordertimeout.orders WHERE order_id = 'A1'", c.paidAt).Scan(&paidAt))
-			require.NoError(t, e.fake.Set(t.Context(), "A1", fakegateway.Behaviour{
-				Behaviour: fakegateway.Silent, PaymentID: c.payment, PaidAt: &gateway.Timestamp{Time: paidAt}}))
+			b := fakegateway.Behaviour{Behaviour: fakegateway.Silent, PaymentID: c.payment, PaidAt: &gateway.Timestamp{Time: paidAt}}
+			cfg := e.config("s1")
+			if c.reconcile {
+				// Listed by GET /v1/payments only with an amount.
+				b.Amount, b.Currency = "1.00", "EUR"
+				cfg.ReconcileEvery = 300 * time.Millisecond
+				cfg.ReconcileSource = "gateway:fake"
+			}
+			require.NoError(t, e.fake.Set(t.Context(), "A1", b))
 
-			sidecartest.Start(t, e.config("s1"))
+			s, _ := sidecartest.Start(t, cfg)
 			if c.paid {
 				sidecartest.WaitStatus(t, e.db, "A1", "PAID", 20*time.Second)
 				require.EqualValues(t, 1, sidecartest.Int(t, e.db,
@@ -89,6 +103,12 @@ func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
 			}
 			sidecartest.WaitStatus(t, e.db, "A1", "CANCELLED", 20*time.Second)
 			require.Positive(t, e.fake.Stats().Queries, "a check asked the gateway, which answered with the earlier payment")
+			if c.reconcile {
+				sidecartest.Eventually(t, 20*time.Second, "reconciliation to read the earlier payment", func() (bool, error) {
+					return sidecartest.Metric(t, s.Registry(), "ordertimeout_reconcile_transactions_total", "outcome", "other_order") > 0, nil
+				})
+				require.Zero(t, sidecartest.Metric(t, s.Registry(), "ordertimeout_reconcile_transactions_total", "outcome", "confirmed"))
+			}
 			if c.begin {
 				// The cancel of an order whose payment was begun closes it
 				// at the gateway, which answers with the earlier payment:

@@ -28,6 +28,8 @@ func TestEarlierOrders(t *testing.T) {
 		"at the skew":                   {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-clockSkew)}, false},
 		"after the order":               {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(time.Second)}, false},
 		"begun for the order, long ago": {gateway.Order{Status: "paid", PaymentID: "P-begun", PaidAt: at(-time.Hour)}, false},
+		"Go's zero time (unknown)":      {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: &gateway.Timestamp{}}, false},
+		"Unix's zero time (unknown)":    {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: &gateway.Timestamp{Time: time.Unix(0, 0)}}, false},
 		"another zone, an hour before":  {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: &gateway.Timestamp{Time: created.Add(-time.Hour).In(time.FixedZone("CST", 8*3600))}}, true},
 	} {
 		require.Equal(t, c.want, earlierOrders(st, ref, c.g), name)

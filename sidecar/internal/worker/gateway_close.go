@@ -71,6 +71,11 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
+	// The payments recorded for the order, again: a callback may have
+	// recorded the one the close answers with since they were read.
+	if ref, err = gatewayRef(ctx, w.Pool, a.OrderID); err != nil {
+		return retry(ctx, w.Deps, job, true, err)
+	}
 	result, err := confirmPaid(ctx, w.Pool, ref, st, gateway.Order{OrderID: a.OrderID, Status: gateway.StatusPaid,
 		PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency, PaidAt: r.PaidAt})
 	if err != nil {

@@ -263,12 +263,13 @@ func noneIsFinal(job *rivertype.JobRow, st orderState) (final bool, pause time.D
 // answer is notOurs, and nothing is confirmed. st is the order as read
 // before asking, ref what the gateway was asked about.
 func confirmPaid(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orderState, g gateway.Order) (string, error) {
+	// Not this order's money, whatever the answer says of its amount.
+	if earlierOrders(st, ref, g) {
+		return notOurs, nil
+	}
 	if st.Amount != nil && g.Amount == "" {
 		return "", fmt.Errorf("gateway says order %q is paid by %q but gives no amount, and the order's amount is %s: not confirmed: %w",
 			ref.OrderID, g.PaymentID, *st.Amount, gateway.ErrBadAnswer)
-	}
-	if earlierOrders(st, ref, g) {
-		return notOurs, nil
 	}
 	return confirmPayment(ctx, db, ref.OrderID, g.PaymentID, g.Amount, g.Currency)
 }
@@ -284,18 +285,23 @@ const clockSkew = 5 * time.Minute
 
 // earlierOrders reports whether the gateway's paid answer g is about a
 // payment taken before the order was created, by more than clockSkew, and
-// not one the shop named for the order (ref.PaymentIDs, recorded by
-// begin_payment): an earlier order's under the same order id, one purged
+// not one recorded for the order (ref.PaymentIDs: begun by begin_payment,
+// or confirmed): an earlier order's under the same order id, one purged
 // here whose payment's callback never came (a gateway keyed by the
 // merchant's order id answers about it for as long as it keeps it). Such a
 // payment must not pay the new order. A gateway that does not say when it
-// took the payment (no paid_at) is taken at its word.
+// took the payment (no paid_at) is taken at its word, and so is one whose
+// paid_at is before noTimeBefore: an adapter's zero time (Go's year 1,
+// Unix's 1970) that means it does not know.
 func earlierOrders(st orderState, ref gateway.Ref, g gateway.Order) bool {
-	if g.PaidAt == nil || slices.Contains(ref.PaymentIDs, g.PaymentID) {
+	if g.PaidAt == nil || g.PaidAt.Before(noTimeBefore) || slices.Contains(ref.PaymentIDs, g.PaymentID) {
 		return false
 	}
 	return g.PaidAt.Before(st.CreatedAt.Add(-clockSkew))
 }
+
+// noTimeBefore: a paid_at before it is no time the gateway took a payment.
+var noTimeBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // confirmPayment calls ordertimeout.confirm_payment with the gateway's
 // amount and currency (either may be unknown: the database then takes the

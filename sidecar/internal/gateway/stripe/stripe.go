@@ -241,6 +241,9 @@ type payment struct {
 	// (Driver.checkDisputes) before a refund, or an answer about what is
 	// still held.
 	disputedCharge string
+	// paidAt is when the succeeded payment's charge was created (what
+	// reconciliation lists as its at): gateway.Order.PaidAt.
+	paidAt *gateway.Timestamp
 }
 
 // Order asks Stripe about every payment of the order (see the package
@@ -271,7 +274,7 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 	for _, p := range ps {
 		switch {
 		case p.status == gateway.StatusPaid:
-			return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency}, nil
+			return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 		case p.status == gateway.StatusPending:
 			o.Status = gateway.StatusPending
 		case p.status == gateway.StatusFailed && o.Status == gateway.StatusNone:
@@ -322,7 +325,7 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	var processing []string
 	for _, p := range ps {
 		if p.status == gateway.StatusPaid {
-			return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency}, nil
+			return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 		}
 		if p.processing {
 			processing = append(processing, p.id)
@@ -1189,6 +1192,9 @@ func (p *payment) held(id string, received int64, ch *stripeapi.Charge, currency
 		return fmt.Errorf("%s received %d with %d refunded: %w", id, received, refunded, gateway.ErrBadAnswer)
 	}
 	p.received, p.refunded = received, refunded
+	if ch.Created > 0 {
+		p.paidAt = &gateway.Timestamp{Time: time.Unix(ch.Created, 0).UTC()}
+	}
 	if ch.Disputed {
 		p.disputedCharge = ch.ID
 	}

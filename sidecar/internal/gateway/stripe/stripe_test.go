@@ -958,3 +958,31 @@ func TestDisputedAtStripe(t *testing.T) {
 		require.ErrorIs(t, err, gateway.ErrBadAnswer, name)
 	}
 }
+
+// A paid answer says when Stripe took the payment: its charge's creation,
+// what reconciliation lists as its at. The worker tells by it a payment of
+// an earlier order under the same order id (Stripe's search by metadata
+// finds those too).
+func TestPaidAtIsTheChargesCreation(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	a := intent("pi_1", "succeeded", 1250, "eur", "A1")
+	var pi map[string]any
+	require.NoError(t, json.Unmarshal([]byte(a.body), &pi))
+	pi["latest_charge"].(map[string]any)["created"] = 1700000100
+	b, err := json.Marshal(pi)
+	require.NoError(t, err)
+	s.set("GET /v1/payment_intents/pi_1", answer{200, string(b)})
+	o, err := d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1"}})
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusPaid, o.Status)
+	require.NotNil(t, o.PaidAt)
+	require.True(t, o.PaidAt.Equal(time.Unix(1700000100, 0)), "paid_at %v", o.PaidAt)
+
+	// A charge without its creation says nothing of when.
+	s.set("GET /v1/payment_intents/pi_2", intent("pi_2", "succeeded", 1250, "eur", "A2"))
+	o, err = d.Order(bg, gateway.Ref{OrderID: "A2", PaymentIDs: []string{"pi_2"}})
+	require.NoError(t, err)
+	require.Nil(t, o.PaidAt)
+}
