@@ -29,7 +29,9 @@
 //     An order with no recorded payment is looked up by the metadata with
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
 //     payment made without begin_payment, but only after Stripe's search
-//     index has it (usually within a minute). Nothing found, or a payment id
+//     index has it (usually within a minute), and also an earlier order's
+//     under the same id: of several paid payments, the one whose charge is
+//     newest answers (newestPaid), with the charge's creation as PaidAt. Nothing found, or a payment id
 //     Stripe does not know (resource_missing), is StatusNone: unknown.
 //   - Close: cancels each PaymentIntent that can be canceled and expires each
 //     open Checkout Session. One that succeeded, also when the cancel is
@@ -270,11 +272,12 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 			}
 		}
 	}
+	if p, ok := newestPaid(ps); ok {
+		return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
+	}
 	o := gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusNone}
 	for _, p := range ps {
 		switch {
-		case p.status == gateway.StatusPaid:
-			return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 		case p.status == gateway.StatusPending:
 			o.Status = gateway.StatusPending
 		case p.status == gateway.StatusFailed && o.Status == gateway.StatusNone:
@@ -322,11 +325,11 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	if len(failed) > 0 {
 		return gateway.CloseResult{}, closeFailed(failed)
 	}
+	if p, ok := newestPaid(ps); ok {
+		return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
+	}
 	var processing []string
 	for _, p := range ps {
-		if p.status == gateway.StatusPaid {
-			return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
-		}
 		if p.processing {
 			processing = append(processing, p.id)
 		}
@@ -953,6 +956,27 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 		return fromIntent(orderID, id, pi)
 	}
 	return fromSession(orderID, id, cs)
+}
+
+// newestPaid is the paid payment of ps whose charge Stripe created last (the
+// first of ps when none says when). A search by the order's metadata finds
+// the PaymentIntents of an earlier order under the same order id too: the
+// newest is this order's, if any is, and the older one is then found by
+// reconciliation. Answered with the older one, the worker took it for an
+// earlier order's (its paid_at is before the order) and cancelled an order
+// paid by the newer.
+func newestPaid(ps []payment) (payment, bool) {
+	var best payment
+	found := false
+	for _, p := range ps {
+		if p.status != gateway.StatusPaid {
+			continue
+		}
+		if !found || (p.paidAt != nil && (best.paidAt == nil || p.paidAt.After(best.paidAt.Time))) {
+			best, found = p, true
+		}
+	}
+	return best, found
 }
 
 // MaxDisputes bounds how many disputes of one charge are read.

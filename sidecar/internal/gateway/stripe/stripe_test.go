@@ -986,3 +986,31 @@ func TestPaidAtIsTheChargesCreation(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, o.PaidAt)
 }
+
+// Stripe's search by the order's metadata finds the PaymentIntents of an
+// earlier order under the same order id too. The answer is the newest paid
+// one: an older one first in the search's list was taken for the order's,
+// the worker judged it an earlier order's by its paid_at, and the order was
+// cancelled although the newer one paid it.
+func TestTheNewestPaidPaymentAnswers(t *testing.T) {
+	t.Parallel()
+	s, url := newScripted(t)
+	d := newDriver(t, url)
+	paid := func(id string, created int64) map[string]any {
+		a := intent(id, "succeeded", 1250, "eur", "A1")
+		var pi map[string]any
+		require.NoError(t, json.Unmarshal([]byte(a.body), &pi))
+		pi["latest_charge"].(map[string]any)["created"] = created
+		return pi
+	}
+	list, err := json.Marshal(map[string]any{"object": "search_result", "has_more": false,
+		"data": []any{paid("pi_earlier", 1600000000), paid("pi_buyer", 1700000100)}})
+	require.NoError(t, err)
+	s.set("GET /v1/payment_intents/search", answer{200, string(list)})
+	o, err := d.Order(bg, gateway.Ref{OrderID: "A1"})
+	require.NoError(t, err)
+	require.Equal(t, "pi_buyer", o.PaymentID)
+	r, err := d.Close(bg, gateway.Ref{OrderID: "A1"})
+	require.NoError(t, err)
+	require.Equal(t, "pi_buyer", r.PaymentID)
+}
