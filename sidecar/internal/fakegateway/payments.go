@@ -23,6 +23,11 @@ const defaultPaymentsLimit = 100
 type ledger struct {
 	entries []gateway.Payment
 	seen    map[[2]string]bool
+	// lastNow is the time of the newest entry stamped with this host's
+	// clock: those are strictly increasing. (An entry given its paid_at
+	// is not among them: one in the future must not drag the clock's
+	// entries after it.)
+	lastNow time.Time
 }
 
 func (l *ledger) add(p gateway.Payment) {
@@ -49,9 +54,10 @@ func (l *ledger) add(p gateway.Payment) {
 	// Strictly increasing times, so that a client paging from the last at
 	// always moves on.
 	p.At = time.Now().UTC().Truncate(time.Microsecond)
-	if n := len(l.entries); n > 0 && !p.At.After(l.entries[n-1].At) {
-		p.At = l.entries[n-1].At.Add(time.Microsecond)
+	if !p.At.After(l.lastNow) {
+		p.At = l.lastNow.Add(time.Microsecond)
 	}
+	l.lastNow = p.At
 	l.entries = append(l.entries, p)
 }
 

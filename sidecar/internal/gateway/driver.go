@@ -56,6 +56,11 @@ func AnswersByPayment(g Gateway) bool {
 type Ref struct {
 	OrderID    string
 	PaymentIDs []string
+	// CreatedAt, when set, is when the order was created by the database's
+	// clock. A driver that looks the order's payments up by its id (Stripe's
+	// search by metadata) leaves out a payment taken more than ClockSkew
+	// before it: an earlier order's under the same id.
+	CreatedAt time.Time
 	// Held asks what is still held of a paid payment, for a reinstatement
 	// or a refund of money that came late: a driver that knows of money
 	// taken back since besides refunds (Stripe's disputes) counts it, and
@@ -64,6 +69,12 @@ type Ref struct {
 	// of an order paid on time is not the timeout's matter.
 	Held bool
 }
+
+// ClockSkew is how far a gateway's clock and the database's may differ
+// when a gateway says when it took a payment (Order.PaidAt, Payment.At):
+// reconcile_payments allows the same before it calls a payment an earlier
+// order's (outcome other_order).
+const ClockSkew = 5 * time.Minute
 
 // Driver names, for --gateway.
 const (

@@ -155,8 +155,12 @@ func checkPaidAt(paid bool, t **Timestamp) error {
 	return nil
 }
 
-// MarshalJSON writes the time in RFC 3339 with its fraction.
+// MarshalJSON writes the time in RFC 3339 with its fraction; a value that
+// was not a time (Err) is an error, never a time it is not.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
+	if t.Err != nil {
+		return nil, t.Err
+	}
 	return json.Marshal(t.Format(time.RFC3339Nano))
 }
 

@@ -24,8 +24,8 @@ func TestEarlierOrders(t *testing.T) {
 	}{
 		"no paid_at":                    {gateway.Order{Status: "paid", PaymentID: "P-old"}, false},
 		"an hour before":                {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-time.Hour)}, true},
-		"just past the skew":            {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-clockSkew - time.Millisecond)}, true},
-		"at the skew":                   {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-clockSkew)}, false},
+		"just past the skew":            {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-gateway.ClockSkew - time.Millisecond)}, true},
+		"at the skew":                   {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(-gateway.ClockSkew)}, false},
 		"after the order":               {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: at(time.Second)}, false},
 		"begun for the order, long ago": {gateway.Order{Status: "paid", PaymentID: "P-begun", PaidAt: at(-time.Hour)}, false},
 		"Go's zero time (unknown)":      {gateway.Order{Status: "paid", PaymentID: "P-old", PaidAt: &gateway.Timestamp{}}, false},

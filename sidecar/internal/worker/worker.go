@@ -201,11 +201,18 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 	return st, nil
 }
 
-// gatewayRef names the order at the gateway: its id and the payment ids
-// begin_payment recorded for it, oldest first (a gateway keyed by its own
-// payment objects, Stripe, needs them).
+// gatewayRef names the order at the gateway: its id, the payment ids
+// recorded for it, oldest first (a gateway keyed by its own payment
+// objects, Stripe, needs them), and when it was created.
 func gatewayRef(ctx context.Context, db *pgxpool.Pool, orderID string) (gateway.Ref, error) {
 	ref := gateway.Ref{OrderID: orderID}
+	err := db.QueryRow(ctx, "SELECT created_at FROM ordertimeout.order_info($1)", orderID).Scan(&ref.CreatedAt)
+	if sqlstate.Is(err, sqlstate.UnknownOrder) {
+		return ref, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("read order %q: %w", orderID, err)
+	}
 	rows, err := db.Query(ctx, "SELECT payment_id FROM ordertimeout.order_payments($1)", orderID)
 	if err != nil {
 		return ref, fmt.Errorf("read payments of order %q: %w", orderID, err)
@@ -278,13 +285,9 @@ func confirmPaid(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orde
 // confirmPaid's for a payment taken before the order was created.
 const notOurs = "not_ours"
 
-// clockSkew is how far the gateway's clock and the database's may differ
-// when the gateway says when it took a payment: reconcile_payments' rule
-// for a payment of an earlier order (outcome other_order) allows the same.
-const clockSkew = 5 * time.Minute
-
 // earlierOrders reports whether the gateway's paid answer g is about a
-// payment taken before the order was created, by more than clockSkew, and
+// payment taken before the order was created, by more than
+// gateway.ClockSkew, and
 // not one recorded for the order (ref.PaymentIDs: begun by begin_payment,
 // or confirmed): an earlier order's under the same order id, one purged
 // here whose payment's callback never came (a gateway keyed by the
@@ -297,7 +300,7 @@ func earlierOrders(st orderState, ref gateway.Ref, g gateway.Order) bool {
 	if g.PaidAt == nil || g.PaidAt.Before(noTimeBefore) || slices.Contains(ref.PaymentIDs, g.PaymentID) {
 		return false
 	}
-	return g.PaidAt.Before(st.CreatedAt.Add(-clockSkew))
+	return g.PaidAt.Before(st.CreatedAt.Add(-gateway.ClockSkew))
 }
 
 // noTimeBefore: a paid_at before it is no time the gateway took a payment.

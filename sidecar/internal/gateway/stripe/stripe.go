@@ -30,8 +30,10 @@
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
 //     payment made without begin_payment, but only after Stripe's search
 //     index has it (usually within a minute), and also an earlier order's
-//     under the same id: of several paid payments, the one whose charge is
-//     newest answers (newestPaid), with the charge's creation as PaidAt. Nothing found, or a payment id
+//     under the same id: a payment paid more than gateway.ClockSkew before
+//     the order was created (Ref.CreatedAt) is left out (laterThan), and of
+//     several paid the one whose charge is newest answers (paidOf). A paid
+//     answer carries the charge's creation as PaidAt. Nothing found, or a payment id
 //     Stripe does not know (resource_missing), is StatusNone: unknown.
 //   - Close: cancels each PaymentIntent that can be canceled and expires each
 //     open Checkout Session. One that succeeded, also when the cancel is
@@ -272,7 +274,7 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 			}
 		}
 	}
-	if p, ok := newestPaid(ps); ok {
+	if p, ok := paidOf(ps, ref); ok {
 		return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 	}
 	o := gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusNone}
@@ -325,7 +327,7 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	if len(failed) > 0 {
 		return gateway.CloseResult{}, closeFailed(failed)
 	}
-	if p, ok := newestPaid(ps); ok {
+	if p, ok := paidOf(ps, ref); ok {
 		return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 	}
 	var processing []string
@@ -912,7 +914,11 @@ func (d *Driver) sessions(ctx context.Context, since time.Time, records []record
 // those Stripe's search finds by metadata order_id.
 func (d *Driver) payments(ctx context.Context, ref gateway.Ref) ([]payment, error) {
 	if len(ref.PaymentIDs) == 0 {
-		return d.search(ctx, ref.OrderID)
+		ps, err := d.search(ctx, ref.OrderID)
+		if err != nil {
+			return nil, err
+		}
+		return laterThan(ps, ref.CreatedAt), nil
 	}
 	var ps []payment
 	for _, id := range ref.PaymentIDs {
@@ -958,22 +964,50 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 	return fromSession(orderID, id, cs)
 }
 
-// newestPaid is the paid payment of ps whose charge Stripe created last (the
-// first of ps when none says when). A search by the order's metadata finds
-// the PaymentIntents of an earlier order under the same order id too: the
-// newest is this order's, if any is, and the older one is then found by
-// reconciliation. Answered with the older one, the worker took it for an
-// earlier order's (its paid_at is before the order) and cancelled an order
-// paid by the newer.
-func newestPaid(ps []payment) (payment, bool) {
+// laterThan leaves out of ps, the payments a search by the order's metadata
+// found, those paid more than gateway.ClockSkew before the order was
+// created (createdAt; none when it is zero): an earlier order's under the
+// same order id, whose PaymentIntents the search finds too, and which
+// reconciliation reports for a person (other_order). Answered with one, the
+// worker took it for an earlier order's and cancelled the order, while a
+// payment of the order's own (processing, or not yet in the search's index)
+// was still on its way.
+func laterThan(ps []payment, createdAt time.Time) []payment {
+	if createdAt.IsZero() {
+		return ps
+	}
+	out := ps[:0:0]
+	for _, p := range ps {
+		if p.status == gateway.StatusPaid && p.paidAt != nil && p.paidAt.Before(createdAt.Add(-gateway.ClockSkew)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// paidOf is the payment of ps that answers for the order when one is paid:
+// the first paid of the order's own payments (ref.PaymentIDs, oldest
+// first); of those a search found, the one whose charge Stripe created last
+// (one that does not say when comes after any that does), the likeliest to
+// be the order's own.
+func paidOf(ps []payment, ref gateway.Ref) (payment, bool) {
 	var best payment
 	found := false
 	for _, p := range ps {
 		if p.status != gateway.StatusPaid {
 			continue
 		}
-		if !found || (p.paidAt != nil && (best.paidAt == nil || p.paidAt.After(best.paidAt.Time))) {
+		if !found {
 			best, found = p, true
+			if len(ref.PaymentIDs) > 0 {
+				break
+			}
+			continue
+		}
+		// A dated one beats an undated one, and a later one an earlier.
+		if p.paidAt != nil && (best.paidAt == nil || p.paidAt.After(best.paidAt.Time)) {
+			best = p
 		}
 	}
 	return best, found

@@ -988,29 +988,71 @@ func TestPaidAtIsTheChargesCreation(t *testing.T) {
 }
 
 // Stripe's search by the order's metadata finds the PaymentIntents of an
-// earlier order under the same order id too. The answer is the newest paid
-// one: an older one first in the search's list was taken for the order's,
-// the worker judged it an earlier order's by its paid_at, and the order was
-// cancelled although the newer one paid it.
-func TestTheNewestPaidPaymentAnswers(t *testing.T) {
+// earlier order under the same order id too. One paid more than the clocks'
+// skew before the order was created is left out, so the order's own one
+// answers, also while it is still processing (an earlier paid one answered,
+// the worker judged it an earlier order's and cancelled the order at once).
+// Of several paid after it, the newest answers, wherever the search lists
+// it; one that does not say when loses to one that does. The order's own
+// payments (begun) answer oldest first, as before.
+func TestSearchLeavesOutEarlierOrders(t *testing.T) {
 	t.Parallel()
 	s, url := newScripted(t)
 	d := newDriver(t, url)
-	paid := func(id string, created int64) map[string]any {
-		a := intent(id, "succeeded", 1250, "eur", "A1")
+	pi := func(id, status string, created int64) map[string]any {
+		a := intent(id, status, 1250, "eur", "A1")
 		var pi map[string]any
 		require.NoError(t, json.Unmarshal([]byte(a.body), &pi))
-		pi["latest_charge"].(map[string]any)["created"] = created
+		if created != 0 {
+			pi["latest_charge"].(map[string]any)["created"] = created
+		}
 		return pi
 	}
-	list, err := json.Marshal(map[string]any{"object": "search_result", "has_more": false,
-		"data": []any{paid("pi_earlier", 1600000000), paid("pi_buyer", 1700000100)}})
+	search := func(pis ...map[string]any) {
+		list, err := json.Marshal(map[string]any{"object": "search_result", "has_more": false, "data": pis})
+		require.NoError(t, err)
+		s.set("GET /v1/payment_intents/search", answer{200, string(list)})
+	}
+	created := time.Unix(1700000000, 0)
+	ref := gateway.Ref{OrderID: "A1", CreatedAt: created}
+
+	search(pi("pi_earlier", "succeeded", 1600000000), pi("pi_buyer", "processing", 0))
+	o, err := d.Order(bg, ref)
 	require.NoError(t, err)
-	s.set("GET /v1/payment_intents/search", answer{200, string(list)})
-	o, err := d.Order(bg, gateway.Ref{OrderID: "A1"})
+	require.Equal(t, gateway.StatusPending, o.Status, "the buyer's own payment is on its way")
+	_, err = d.Close(bg, ref)
+	require.ErrorIs(t, err, gateway.ErrUnavailable, "the close waits for the processing one, not answering with the earlier")
+
+	search(pi("pi_earlier", "succeeded", 1600000000))
+	o, err = d.Order(bg, ref)
 	require.NoError(t, err)
-	require.Equal(t, "pi_buyer", o.PaymentID)
-	r, err := d.Close(bg, gateway.Ref{OrderID: "A1"})
+	require.Equal(t, gateway.StatusNone, o.Status, "only an earlier order's payment: none of this order's")
+	o, err = d.Order(bg, gateway.Ref{OrderID: "A1"})
 	require.NoError(t, err)
-	require.Equal(t, "pi_buyer", r.PaymentID)
+	require.Equal(t, "pi_earlier", o.PaymentID, "without the order's creation nothing is left out")
+
+	search(pi("pi_new", "succeeded", 1700000200), pi("pi_old", "succeeded", 1700000100), pi("pi_undated", "succeeded", 0))
+	o, err = d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, "pi_new", o.PaymentID, "the newest first in the list")
+	search(pi("pi_undated", "succeeded", 0), pi("pi_old", "succeeded", 1700000100), pi("pi_new", "succeeded", 1700000200))
+	o, err = d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, "pi_new", o.PaymentID, "the newest last in the list")
+	r, err := d.Close(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, "pi_new", r.PaymentID)
+
+	s.set("GET /v1/payment_intents/pi_1", answer{200, mustJSON(t, pi("pi_1", "succeeded", 1700000100))})
+	s.set("GET /v1/payment_intents/pi_2", answer{200, mustJSON(t, pi("pi_2", "succeeded", 1700000200))})
+	o, err = d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_2"}, CreatedAt: created})
+	require.NoError(t, err)
+	require.Equal(t, "pi_1", o.PaymentID, "the order's own payments: the first begun")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }
