@@ -77,7 +77,8 @@ WITH ns AS (
       LEFT JOIN typ AS t ON t.oid = c.contypid
      WHERE r.oid IS NOT NULL OR t.oid IS NOT NULL
     UNION ALL
-    SELECT format('index %s', pg_get_indexdef(r.oid))
+    SELECT format('index %s%s', pg_get_indexdef(r.oid),
+                  (SELECT CASE WHEN NOT x.indisvalid THEN ' INVALID' ELSE '' END FROM pg_index AS x WHERE x.indexrelid = r.oid))
       FROM rel AS r WHERE r.relkind IN ('i', 'I')
     UNION ALL
     SELECT format('view %s %s', r.oid::regclass, pg_get_viewdef(r.oid))
@@ -156,12 +157,37 @@ var Prebuilt = map[uint][]string{
 	11: {"ordertimeout.orders_closed_at", "ordertimeout.orders_paid_at"},
 }
 
+// IsVersion reports whether lines, a schema's (FingerprintLines), are
+// version's as the migrations build it (fps, Fingerprints), also with the
+// indexes of a later migration in Prebuilt built beforehand.
+func IsVersion(lines []string, version uint, fps map[uint]string) bool {
+	want, ok := fps[version]
+	if !ok {
+		return false
+	}
+	if Sum(lines) == want {
+		return true
+	}
+	var later []string
+	for m, indexes := range Prebuilt {
+		if m > version {
+			later = append(later, indexes...)
+		}
+	}
+	return len(later) > 0 && Sum(WithoutIndexes(lines, later)) == want
+}
+
 // WithoutIndexes returns lines without those of the indexes named (schema
-// qualified).
+// qualified), but for an invalid one (a CREATE INDEX CONCURRENTLY that
+// failed), which the migration's IF NOT EXISTS would keep as it is.
 func WithoutIndexes(lines []string, indexes []string) []string {
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
 		drop := false
+		if strings.HasSuffix(l, " INVALID") {
+			out = append(out, l)
+			continue
+		}
 		for _, name := range indexes {
 			schema, index, _ := strings.Cut(name, ".")
 			if strings.HasPrefix(l, "index CREATE INDEX "+index+" ON "+schema+".") ||
@@ -182,6 +208,12 @@ func WithoutIndexes(lines []string, indexes []string) []string {
 // FingerprintLines returns the lines Fingerprint sums, sorted byte-wise:
 // what to compare when two fingerprints differ.
 func FingerprintLines(ctx context.Context, q Querier) ([]string, error) {
+	return FingerprintLinesWaiting(ctx, q, lockWait)
+}
+
+// FingerprintLinesWaiting is FingerprintLines waiting at most wait for a
+// lock another transaction holds on a table of the schema.
+func FingerprintLinesWaiting(ctx context.Context, q Querier, wait time.Duration) ([]string, error) {
 	tx, err := q.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
@@ -205,7 +237,7 @@ func FingerprintLines(ctx context.Context, q Querier) ([]string, error) {
 	if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog;
 		SET LOCAL IntervalStyle = postgres; SET LOCAL quote_all_identifiers = off;
 		SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL TimeZone = 'UTC'; SET LOCAL extra_float_digits = 1;
-		SET LOCAL bytea_output = hex; SET LOCAL lock_timeout = `+fmt.Sprint(lockWait.Milliseconds())); err != nil {
+		SET LOCAL bytea_output = hex; SET LOCAL lock_timeout = `+fmt.Sprint(max(wait.Milliseconds(), 1))); err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)
 	}
 	rows, err := tx.Query(ctx, fingerprintQuery, current)
@@ -216,7 +248,7 @@ func FingerprintLines(ctx context.Context, q Querier) ([]string, error) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
 		return nil, fmt.Errorf("fingerprint the schema: another transaction holds a lock on one of its tables "+
-			"(a migration running, a LOCK TABLE; pg_locks names it), waited for %s: try again once it ends: %w", lockWait, err)
+			"(a migration running, a LOCK TABLE; pg_locks names it), waited for %s: try again once it ends: %w", wait, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint the schema: %w", err)

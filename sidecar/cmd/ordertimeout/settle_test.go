@@ -29,6 +29,11 @@ func markOf(t *testing.T, db *pgxpool.Pool) (version int, dirty bool) {
 	return version, dirty
 }
 
+// prebuilt11 builds 000011's indexes as README's Retention advises for large
+// tables (concurrently there; 000011 creates them if they are not there).
+const prebuilt11 = `CREATE INDEX orders_closed_at ON ordertimeout.orders (closed_at) WHERE status = 'CLOSED';
+	CREATE INDEX orders_paid_at ON ordertimeout.orders (paid_at) WHERE status IN ('PAID', 'REFUNDED')`
+
 // A version left marked dirty, by a migrate killed after its migration
 // committed and before it marked the version clean, or before the
 // migration committed, or by a rollback killed the same ways: `migrate up`
@@ -66,10 +71,10 @@ func TestMigrateSettlesADirtyMark(t *testing.T) {
 			says: "the schema is that of versions 20 and 21 alike"},
 		// The README tells operators of large tables to build 000011's
 		// indexes beforehand, concurrently; 000011 creates them if not there.
-		{name: "000011's indexes built beforehand", schema: 10, mark: 11, settled: 10,
-			sql: `CREATE INDEX orders_closed_at ON ordertimeout.orders (closed_at) WHERE status = 'CLOSED';
-			      CREATE INDEX orders_paid_at ON ordertimeout.orders (paid_at) WHERE status IN ('PAID', 'REFUNDED')`,
-			says: "with the indexes of migration 11 built beforehand"},
+		{name: "000011's indexes built beforehand", schema: 10, mark: 11, settled: 10, sql: prebuilt11,
+			says: "with a later migration's indexes built beforehand"},
+		{name: "000011's indexes built beforehand, two versions before", schema: 9, mark: 10, settled: 9, sql: prebuilt11,
+			says: "with a later migration's indexes built beforehand"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -246,4 +251,14 @@ func TestMigrateVersionComparesTheSchema(t *testing.T) {
 	require.Contains(t, migrate("version"), fmt.Sprintf("warning: the schema is not version %d's as its migrations build it, nor any version's", latest))
 	sidecartest.Exec(t, db, "DROP INDEX ordertimeout.made_by_hand")
 	require.Equal(t, fmt.Sprintf("version %d (unchanged)\n", latest), migrate("version"))
+
+	// 000011's indexes built beforehand, as README advises, are no change
+	// by hand; an invalid one (a CREATE INDEX CONCURRENTLY that failed),
+	// which 000011's IF NOT EXISTS would keep, is.
+	migrate("down", strconv.Itoa(latest-9), "--drop-data")
+	db.Reset()
+	sidecartest.Exec(t, db, prebuilt11)
+	require.Equal(t, "version 9 (unchanged)\n", migrate("version"))
+	sidecartest.Exec(t, db, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'ordertimeout.orders_paid_at'::regclass`)
+	require.Contains(t, migrate("version"), "warning: the schema is not version 9's")
 }

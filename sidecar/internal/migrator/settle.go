@@ -149,21 +149,14 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 	}
 	fp := migrations.Sum(lines)
 	var matches []uint
-	for _, v := range candidates {
-		if fps[v] == fp {
-			matches = append(matches, v)
-		}
-	}
 	prebuilt := ""
-	if len(matches) == 0 {
-		// The schema before a migration whose indexes an operator built
-		// beforehand, as the README advises for large tables, has them.
-		for j, v := range candidates {
-			if j+1 < len(candidates) && migrations.Prebuilt[candidates[j+1]] != nil &&
-				migrations.Sum(migrations.WithoutIndexes(lines, migrations.Prebuilt[candidates[j+1]])) == fps[v] {
-				matches = append(matches, v)
-				prebuilt = fmt.Sprintf(", with the indexes of migration %d built beforehand (%s)",
-					candidates[j+1], strings.Join(migrations.Prebuilt[candidates[j+1]], ", "))
+	for _, v := range candidates {
+		if migrations.IsVersion(lines, v, fps) {
+			matches = append(matches, v)
+			if fps[v] != fp {
+				// The schema before a migration whose indexes an operator
+				// built beforehand, as the README advises for large tables.
+				prebuilt = ", with a later migration's indexes built beforehand"
 			}
 		}
 	}
@@ -239,13 +232,15 @@ func (g *Migrator) SchemaVersions(ctx context.Context) ([]uint, error) {
 		return nil, fmt.Errorf("read the schema: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	fp, err := migrations.Fingerprint(ctx, conn)
+	// A comparison only: it waits a second for a lock on a table, not
+	// the ten seconds a settlement does.
+	lines, err := migrations.FingerprintLinesWaiting(ctx, conn, time.Second)
 	if err != nil {
 		return nil, err
 	}
 	var out []uint
-	for v, f := range fps {
-		if f == fp {
+	for v := range fps {
+		if migrations.IsVersion(lines, v, fps) {
 			out = append(out, v)
 		}
 	}
