@@ -142,17 +142,13 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// checkPaidAt keeps a paid answer's paid_at, which must be a time, and
-// drops any other answer's.
-func checkPaidAt(paid bool, t **Timestamp) error {
-	if !paid {
-		*t = nil
+// paidAtErr is why a paid answer's paid_at is not a time; nil when it is one
+// or absent.
+func paidAtErr(t *Timestamp) error {
+	if t == nil {
 		return nil
 	}
-	if *t != nil && (*t).Err != nil {
-		return (*t).Err
-	}
-	return nil
+	return t.Err
 }
 
 // MarshalJSON writes the time in RFC 3339 with its fraction; a value that
@@ -233,11 +229,11 @@ func (c *Client) Order(ctx context.Context, ref Ref) (Order, error) {
 		if err := checkID("payment_id", o.PaymentID); err != nil {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
-		if err := checkPaidAt(true, &o.PaidAt); err != nil {
+		if err := paidAtErr(o.PaidAt); err != nil {
 			return Order{}, fmt.Errorf("ask gateway about order %q: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
 	case StatusPending, StatusFailed, StatusNone:
-		_ = checkPaidAt(false, &o.PaidAt)
+		o.PaidAt = nil // of no use, whatever it holds
 	default:
 		return Order{}, fmt.Errorf("ask gateway about order %q: unknown status %s: %w", orderID, quote(o.Status), ErrBadAnswer)
 	}
@@ -259,7 +255,7 @@ func (c *Client) Close(ctx context.Context, ref Ref) (CloseResult, error) {
 	}
 	switch r.Status {
 	case CloseClosed:
-		_ = checkPaidAt(false, &r.PaidAt)
+		r.PaidAt = nil // of no use, whatever it holds
 	case ClosePaid:
 		if r.PaymentID == "" {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid without payment_id: %w", orderID, ErrBadAnswer)
@@ -267,7 +263,7 @@ func (c *Client) Close(ctx context.Context, ref Ref) (CloseResult, error) {
 		if err := checkID("payment_id", r.PaymentID); err != nil {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
-		if err := checkPaidAt(true, &r.PaidAt); err != nil {
+		if err := paidAtErr(r.PaidAt); err != nil {
 			return CloseResult{}, fmt.Errorf("close order %q at gateway: status paid: %v: %w", orderID, err, ErrBadAnswer)
 		}
 	default:

@@ -136,13 +136,11 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 		candidates = append(candidates, all[j])
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, g.url)
+	ctx, conn, done, err := g.connect(ctx)
 	if err != nil {
-		return s, fmt.Errorf("settle the dirty version: connect: %w", err)
+		return s, fmt.Errorf("settle the dirty version: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer done()
 	lines, err := migrations.FingerprintLines(ctx, conn)
 	if err != nil {
 		return s, fmt.Errorf("settle the dirty version: %w", err)
@@ -207,6 +205,21 @@ func (g *Migrator) settle(ctx context.Context, record bool) (s Settlement, err e
 	return s, nil
 }
 
+// connect opens a connection of its own to read the schema, golang-migrate's
+// being busy with its lock, bounded by a minute; done closes it.
+func (g *Migrator) connect(ctx context.Context) (context.Context, *pgx.Conn, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	conn, err := pgx.Connect(ctx, g.url)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	return ctx, conn, func() {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		cancel()
+	}, nil
+}
+
 func joinVersions(vs []uint) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
@@ -225,13 +238,11 @@ func (g *Migrator) SchemaVersions(ctx context.Context) ([]uint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, g.url)
+	ctx, conn, done, err := g.connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the schema: connect: %w", err)
+		return nil, fmt.Errorf("read the schema: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer done()
 	// A comparison only: it waits a second for a lock on a table, not
 	// the ten seconds a settlement does.
 	lines, err := migrations.FingerprintLinesWaiting(ctx, conn, time.Second)

@@ -949,46 +949,12 @@ func TestGatewayCurrencyReachesConfirm(t *testing.T) {
 	require.Zero(t, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.payments WHERE order_id = 'USD1' AND status = 'confirmed'"))
 }
 
-// A sidecar started on a database whose schema is older than it (migrations
-// not run yet) refuses to run, naming the migration and the command, instead
-// of failing on every sweep; once the schema is up to date it runs.
-func TestRefusesAnOlderSchema(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := pgtest.NewPool(t)
-	url := pgtest.URL(t, db)
-	_, gatewayURL := sidecartest.Fake(t, db)
-	m, err := migrator.Open(url, sidecartest.Logger())
-	require.NoError(t, err)
-	defer m.Close() //nolint:errcheck // test cleanup
-	// Back to 000018, the last schema whose sweep_due has no column
-	// "deferred" (000019 added it), whatever migrations came after.
-	version, _, err := m.Version()
-	require.NoError(t, err)
-	require.Greater(t, version, uint(18))
-	changed, err := m.Down(ctx, int(version)-18, true)
-	require.NoError(t, err)
-	require.True(t, changed)
-
-	s, err := sidecar.New(ctx, sidecartest.Config(url, gatewayURL, "old-schema"))
-	require.NoError(t, err)
-	err = s.Run(ctx)
-	require.Error(t, err, "a sidecar on an older schema must not run")
-	require.Contains(t, err.Error(), "older than this sidecar")
-	require.Contains(t, err.Error(), `no column "deferred"`, "it names what is missing")
-	require.Contains(t, err.Error(), "ordertimeout migrate up")
-
-	changed, err = m.Up(ctx)
-	require.NoError(t, err)
-	require.True(t, changed)
-	sidecartest.Start(t, sidecartest.Config(url, gatewayURL, "new-schema"))
-}
-
 // A sidecar of this version started on the schema just before a migration
-// it needs (a rolling deploy that ships the binary before `migrate up`)
-// refuses to run, like one on a schema without sweep_due's last column.
-// Before, the check looked at sweep_due alone: this binary reads conflicts
+// it needs (a rolling deploy that ships the binary before `migrate up`, or
+// migrations not run yet) refuses to run, naming what is missing and the
+// command, instead of failing on every sweep; once the schema is up to date
+// it runs. 000018 is the last schema whose sweep_due has no column
+// "deferred" (000019 added it). Before, the check looked at sweep_due alone: this binary reads conflicts
 // through conflicts_to_resolve and conflict_info (000039), so on a 000038
 // schema it started, swept, and failed every conflict scan and every
 // resolve job (late payments never reinstated or refunded) with only an
@@ -1000,6 +966,7 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 		version uint
 		missing string
 	}{
+		{18, `no column "deferred"`},
 		{38, "conflicts_to_resolve"},
 		{58, `ordertimeout.order_payments(text) returns no column "method"`},
 	} {

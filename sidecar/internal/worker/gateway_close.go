@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -46,7 +47,10 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 		w.outcome(job.Kind, "paused")
 		return river.JobSnooze(pausedSnooze)
 	}
-	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
+	// A close's order has begun payments (the cancel closes only those),
+	// which a driver reads by their ids: its creation, which only a
+	// lookup by the order's id needs, is not read.
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID, time.Time{})
 	if errors.Is(err, errUnknownOrder) {
 		ref = gateway.Ref{OrderID: a.OrderID} // close it anyway
 	} else if err != nil {
@@ -73,7 +77,7 @@ func (w *GatewayCloseWorker) Work(ctx context.Context, job *river.Job[GatewayClo
 	}
 	// The payments recorded for the order, again: a callback may have
 	// recorded the one the close answers with since they were read.
-	if ref, err = gatewayRef(ctx, w.Pool, a.OrderID); err != nil {
+	if ref, err = gatewayRef(ctx, w.Pool, a.OrderID, st.CreatedAt); err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}
 	result, err := confirmPaid(ctx, w.Pool, ref, st, gateway.Order{OrderID: a.OrderID, Status: gateway.StatusPaid,

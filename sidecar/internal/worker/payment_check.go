@@ -72,7 +72,7 @@ func (w *PaymentCheckWorker) Work(ctx context.Context, job *river.Job[PaymentChe
 		return nil
 	}
 
-	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID, st.CreatedAt)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}

@@ -61,7 +61,7 @@ func (w *PrecancelCheckWorker) Work(ctx context.Context, job *river.Job[Precance
 		return nil // paid, paying, cancelled or given more time meanwhile
 	}
 
-	ref, err := gatewayRef(ctx, w.Pool, a.OrderID)
+	ref, err := gatewayRef(ctx, w.Pool, a.OrderID, st.CreatedAt)
 	if err != nil {
 		return retry(ctx, w.Deps, job, true, err)
 	}

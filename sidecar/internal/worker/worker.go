@@ -203,16 +203,11 @@ func loadOrder(ctx context.Context, db *pgxpool.Pool, orderID string) (orderStat
 
 // gatewayRef names the order at the gateway: its id, the payment ids
 // recorded for it, oldest first (a gateway keyed by its own payment
-// objects, Stripe, needs them), and when it was created.
-func gatewayRef(ctx context.Context, db *pgxpool.Pool, orderID string) (gateway.Ref, error) {
-	ref := gateway.Ref{OrderID: orderID}
-	err := db.QueryRow(ctx, "SELECT created_at FROM ordertimeout.order_info($1)", orderID).Scan(&ref.CreatedAt)
-	if sqlstate.Is(err, sqlstate.UnknownOrder) {
-		return ref, fmt.Errorf("read order %q: %w", orderID, errUnknownOrder)
-	}
-	if err != nil {
-		return ref, fmt.Errorf("read order %q: %w", orderID, err)
-	}
+// objects, Stripe, needs them), and createdAt, when it was created (the
+// caller's loadOrder read it; zero when it did not), which only a driver
+// that looks the order up by its id without payment ids uses.
+func gatewayRef(ctx context.Context, db *pgxpool.Pool, orderID string, createdAt time.Time) (gateway.Ref, error) {
+	ref := gateway.Ref{OrderID: orderID, CreatedAt: createdAt}
 	rows, err := db.Query(ctx, "SELECT payment_id FROM ordertimeout.order_payments($1)", orderID)
 	if err != nil {
 		return ref, fmt.Errorf("read payments of order %q: %w", orderID, err)
