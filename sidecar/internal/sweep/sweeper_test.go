@@ -309,9 +309,13 @@ func TestSweeperTriesABrieflyHeldOrderSoonWhileAnotherIsHeldLong(t *testing.T) {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due() WHERE overdue > interval '1 second'") == 1, nil
 	})
 
-	sidecartest.CreateOrder(t, db, "brief", 200*time.Millisecond, "")
+	// Due 2 s after it is created: held before then, also on a loaded
+	// machine. (With 200 ms, a CI run under load saw the sweeper cancel it
+	// before the hold, and it never came due.)
+	sidecartest.CreateOrder(t, db, "brief", 2*time.Second, "")
 	brief := hold(t, db, holdOrder, "brief")
 	locked := time.Now()
+	require.Equal(t, "PENDING", sidecartest.Status(t, db, "brief"), "held before its timeout")
 	sidecartest.Eventually(t, 10*time.Second, "the briefly held order to come due", func() (bool, error) {
 		return sidecartest.Int(t, db, "SELECT count(*) FROM ordertimeout.preview_due() WHERE order_id = 'brief'") == 1, nil
 	})
