@@ -58,8 +58,9 @@ type Ref struct {
 	PaymentIDs []string
 	// CreatedAt, when set, is when the order was created by the database's
 	// clock. A driver that looks the order's payments up by its id (Stripe's
-	// search by metadata) leaves out a payment taken more than ClockSkew
-	// before it: an earlier order's under the same id.
+	// search by metadata) leaves out a payment begun (or, when it cannot
+	// tell, taken) more than ClockSkew before it: an earlier order's under
+	// the same id.
 	CreatedAt time.Time
 	// Held asks what is still held of a paid payment, for a reinstatement
 	// or a refund of money that came late: a driver that knows of money

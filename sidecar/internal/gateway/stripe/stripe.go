@@ -30,9 +30,11 @@
 //     Stripe's search (metadata["order_id"]:"<id>"), which also finds a
 //     payment made without begin_payment, but only after Stripe's search
 //     index has it (usually within a minute), and also an earlier order's
-//     under the same id: a payment paid more than gateway.ClockSkew before
-//     the order was created (Ref.CreatedAt) is left out (laterThan), and of
-//     several paid the one whose charge is newest answers (paidOf). A paid
+//     under the same id: a PaymentIntent created more than
+//     gateway.ClockSkew before the order was (Ref.CreatedAt), paid or not,
+//     is that order's and never answers (markEarlier; a close still
+//     cancels it while it is open), and of several paid the one whose
+//     charge is newest answers (paidOf). A paid
 //     answer carries the charge's creation as PaidAt. Nothing found, or a payment id
 //     Stripe does not know (resource_missing), is StatusNone: unknown.
 //   - Close: cancels each PaymentIntent that can be canceled and expires each
@@ -248,6 +250,13 @@ type payment struct {
 	// paidAt is when the succeeded payment's charge was created (what
 	// reconciliation lists as its at): gateway.Order.PaidAt.
 	paidAt *gateway.Timestamp
+	// created is when Stripe created the PaymentIntent (zero when it does
+	// not say).
+	created time.Time
+	// earlier: Stripe's search found it, and it is an earlier order's
+	// under the same order id (markEarlier). It never answers for the
+	// order; a close still closes it while it is open.
+	earlier bool
 }
 
 // Order asks Stripe about every payment of the order (see the package
@@ -274,6 +283,7 @@ func (d *Driver) order(ctx context.Context, ref gateway.Ref) (gateway.Order, err
 			}
 		}
 	}
+	ps = ours(ps)
 	if p, ok := paidOf(ps, ref); ok {
 		return gateway.Order{OrderID: ref.OrderID, Status: gateway.StatusPaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 	}
@@ -311,7 +321,10 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	// open the close is not done, even if another is paid: the worker
 	// would record the paid one and end the job, and the open one would
 	// stay payable for good. The close is tried again later, and the paid
-	// one is the answer once none is left open.
+	// one is the answer once none is left open. An earlier order's payment
+	// that Stripe's search found under the same order id is closed too
+	// while it is open (no buyer should pay an order that is gone), but it
+	// is never the answer, paid or processing (ours).
 	var failed []error
 	for i, p := range ps {
 		if !p.closable {
@@ -327,6 +340,7 @@ func (d *Driver) close(ctx context.Context, ref gateway.Ref) (gateway.CloseResul
 	if len(failed) > 0 {
 		return gateway.CloseResult{}, closeFailed(failed)
 	}
+	ps = ours(ps)
 	if p, ok := paidOf(ps, ref); ok {
 		return gateway.CloseResult{Status: gateway.ClosePaid, PaymentID: p.id, Amount: p.amount, Currency: p.currency, PaidAt: p.paidAt}, nil
 	}
@@ -918,7 +932,8 @@ func (d *Driver) payments(ctx context.Context, ref gateway.Ref) ([]payment, erro
 		if err != nil {
 			return nil, err
 		}
-		return laterThan(ps, ref.CreatedAt), nil
+		markEarlier(ps, ref.CreatedAt)
+		return ps, nil
 	}
 	var ps []payment
 	for _, id := range ref.PaymentIDs {
@@ -964,24 +979,43 @@ func (d *Driver) retrieve(ctx context.Context, orderID, id string) (payment, err
 	return fromSession(orderID, id, cs)
 }
 
-// laterThan leaves out of ps, the payments a search by the order's metadata
-// found, those paid more than gateway.ClockSkew before the order was
-// created (createdAt; none when it is zero): an earlier order's under the
-// same order id, whose PaymentIntents the search finds too, and which
-// reconciliation reports for a person (other_order). Answered with one, the
-// worker took it for an earlier order's and cancelled the order, while a
-// payment of the order's own (processing, or not yet in the search's index)
-// was still on its way.
-func laterThan(ps []payment, createdAt time.Time) []payment {
+// markEarlier marks the payments of ps, those a search by the order's
+// metadata found, that are an earlier order's under the same order id (one
+// purged, its id given again): a PaymentIntent Stripe created more than
+// gateway.ClockSkew before the order was (createdAt; nothing is marked when
+// it is zero), whatever its state, since a shop creates an order's
+// PaymentIntent once the order exists; and a payment whose charge is that
+// much older than the order (also when Stripe does not say when the
+// PaymentIntent was created).
+// Reconciliation reports such money for a person (other_order). Taken for
+// the order's own, an earlier order's payment paid the order with another
+// buyer's money (paid, even after the order was created), made a check
+// wait for it (open or processing), or made the worker cancel while the
+// order's own payment was still on its way.
+func markEarlier(ps []payment, createdAt time.Time) {
 	if createdAt.IsZero() {
-		return ps
+		return
 	}
+	before := createdAt.Add(-gateway.ClockSkew)
+	for i, p := range ps {
+		ps[i].earlier = known(p.created) && p.created.Before(before) ||
+			p.status == gateway.StatusPaid && p.paidAt != nil && known(p.paidAt.Time) && p.paidAt.Before(before)
+	}
+}
+
+// known reports whether t is a moment Stripe gave: not zero, not before
+// 2000 (an answer's zero time, as gateway.Timestamp's readers take it).
+func known(t time.Time) bool {
+	return !t.IsZero() && t.Year() >= 2000
+}
+
+// ours is ps without the earlier orders' payments (markEarlier).
+func ours(ps []payment) []payment {
 	out := ps[:0:0]
 	for _, p := range ps {
-		if p.status == gateway.StatusPaid && p.paidAt != nil && p.paidAt.Before(createdAt.Add(-gateway.ClockSkew)) {
-			continue
+		if !p.earlier {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 	return out
 }
@@ -1120,6 +1154,9 @@ func fromIntent(orderID, id string, pi *stripeapi.PaymentIntent) (payment, error
 		return payment{}, err
 	}
 	p := payment{id: id, intent: id}
+	if pi.Created > 0 {
+		p.created = time.Unix(pi.Created, 0).UTC()
+	}
 	if pi.Currency != "" {
 		var err error
 		if _, p.currency, err = money(id, 0, pi.Currency); err != nil {

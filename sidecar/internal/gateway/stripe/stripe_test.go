@@ -1048,6 +1048,59 @@ func TestSearchLeavesOutEarlierOrders(t *testing.T) {
 	o, err = d.Order(bg, gateway.Ref{OrderID: "A1", PaymentIDs: []string{"pi_1", "pi_2"}, CreatedAt: created})
 	require.NoError(t, err)
 	require.Equal(t, "pi_1", o.PaymentID, "the order's own payments: the first begun")
+
+	// The PaymentIntent's own creation: one created before the order is an
+	// earlier order's, whatever its state and however new its charge.
+	begun := func(p map[string]any, at int64) map[string]any {
+		p["created"] = at
+		return p
+	}
+	s.set("POST /v1/payment_intents/pi_early/cancel", intent("pi_early", "canceled", 1250, "eur", "A1"))
+	for _, tc := range []struct {
+		name   string
+		early  map[string]any
+		closes bool
+	}{
+		{"paid after the order was created", begun(pi("pi_early", "succeeded", 1700000200), 1600000000), false},
+		{"still open", begun(pi("pi_early", "requires_payment_method", 0), 1600000000), true},
+		{"processing", begun(pi("pi_early", "processing", 0), 1600000000), false},
+	} {
+		t.Run("earlier order's PaymentIntent "+tc.name, func(t *testing.T) {
+			search(tc.early)
+			o, err := d.Order(bg, ref)
+			require.NoError(t, err)
+			require.Equal(t, gateway.Order{OrderID: "A1", Status: gateway.StatusNone}, o, "nothing of this order's")
+			before := len(s.seen)
+			r, err := d.Close(bg, ref)
+			require.NoError(t, err)
+			require.Equal(t, gateway.CloseResult{Status: gateway.CloseClosed}, r, "never the close's answer, paid or processing")
+			s.mu.Lock()
+			cancelled := slices.Contains(s.seen[before:], "POST /v1/payment_intents/pi_early/cancel")
+			s.mu.Unlock()
+			require.Equal(t, tc.closes, cancelled, "an open one is cancelled all the same: nobody pays an order that is gone")
+
+			// Beside it, the order's own payment answers.
+			search(tc.early, begun(pi("pi_own", "succeeded", 1700000300), 1700000250))
+			o, err = d.Order(bg, ref)
+			require.NoError(t, err)
+			require.Equal(t, "pi_own", o.PaymentID)
+		})
+	}
+
+	// Within the clock skew, and a creation Stripe does not give (or an
+	// adapter's zero time) with a charge after the order: the order's own.
+	for _, at := range []int64{1700000000 - 240, 0, 1} {
+		search(begun(pi("pi_near", "succeeded", 1700000100), at))
+		o, err := d.Order(bg, ref)
+		require.NoError(t, err)
+		require.Equal(t, "pi_near", o.PaymentID, "created at %d", at)
+	}
+	// Either time saying "before the order" is enough: a charge long older
+	// than the order, whatever the PaymentIntent's creation says.
+	search(begun(pi("pi_odd", "succeeded", 1600000000), 1700000100))
+	o, err = d.Order(bg, ref)
+	require.NoError(t, err)
+	require.Equal(t, gateway.StatusNone, o.Status)
 }
 
 func mustJSON(t *testing.T, v any) string {
