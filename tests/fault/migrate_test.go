@@ -159,3 +159,92 @@ func requireSchemaOf(ctx context.Context, t *testing.T, db *pgxpool.Pool, versio
 	require.NoError(t, err)
 	require.Equal(t, fps[uint(version)], fp, fmt.Sprintf("the schema is version %d's", version))
 }
+
+// TestMigrateKilledWhileItWaitsForALock makes both outcomes of a killed
+// migration happen on purpose, which the random kills above leave to
+// chance: `migrate up` of the newest migration is killed (kill -9) while
+// that migration waits for a lock this test holds on a table it alters.
+// Let go of the lock and the client's backend runs the migration to its
+// commit (PostgreSQL notices that its client is gone only when it sends
+// the answer); end the backend as well (pg_terminate_backend, as a crash
+// of the server would) and the migration never commits. Either way the
+// mark is left dirty, and the next `migrate up` must say which happened
+// and end at the newest version with its schema.
+func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	versions, err := migrations.Versions()
+	require.NoError(t, err)
+	latest := int(versions[len(versions)-1])
+
+	for _, tc := range []struct {
+		name     string
+		terminal bool   // end the backend too
+		says     string // what the next up logs of the mark
+	}{
+		{"its backend commits", false, "committed (told"},
+		{"its backend is ended", true, "did not commit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := pgtest.NewPool(t)
+			url := pgtest.URL(t, db)
+			migrate := func(args ...string) string {
+				t.Helper()
+				out, err := exec.CommandContext(ctx, bin, append(append([]string{"migrate"}, args...), "--database-url", url)...).CombinedOutput()
+				require.NoError(t, err, "migrate %v: %s", args, out)
+				return string(out)
+			}
+			migrate("down", "1")
+
+			// The newest migration alters ordertimeout.payments: a reader
+			// holding the table makes it wait.
+			hold, err := db.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = hold.Rollback(context.WithoutCancel(ctx)) }()
+			_, err = hold.Exec(ctx, "LOCK TABLE ordertimeout.payments IN ACCESS SHARE MODE")
+			require.NoError(t, err)
+
+			cmd := exec.Command(bin, "migrate", "up", "--database-url", url)
+			buf := &sidecarproc.Buffer{}
+			cmd.Stdout, cmd.Stderr = buf, buf
+			require.NoError(t, cmd.Start())
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			var pid int
+			eventually(t, time.Minute, "the migration to wait for the held lock, its version marked dirty", func() bool {
+				err := db.QueryRow(ctx, `
+					SELECT a.pid FROM pg_stat_activity AS a
+					 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
+					   AND EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1 AND dirty)`, latest).Scan(&pid)
+				return err == nil
+			})
+			require.NoError(t, cmd.Process.Kill())
+			<-done
+			if tc.terminal {
+				var ended bool
+				require.NoError(t, db.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", pid).Scan(&ended))
+				require.True(t, ended, "the killed client's backend ended")
+			}
+			require.NoError(t, hold.Rollback(ctx))
+			eventually(t, 30*time.Second, "the killed client's backend to end", func() bool {
+				var n int
+				require.NoError(t, db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n))
+				return n == 0
+			})
+			var v int
+			var dirty bool
+			require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&v, &dirty))
+			require.Equal(t, latest, v)
+			require.True(t, dirty, "the kill left the mark dirty")
+
+			out := migrate("up")
+			require.Contains(t, out, tc.says)
+			require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&v, &dirty))
+			require.Equal(t, latest, v)
+			require.False(t, dirty)
+			requireSchemaOf(ctx, t, db, latest)
+		})
+	}
+}
