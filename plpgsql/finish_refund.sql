@@ -15,6 +15,7 @@ DECLARE
     v_status   text;
     v_other    bigint;
     v_other_payment text;
+    v_purged   record;
 BEGIN
     IF finish_refund.conflict_id IS NULL THEN
         RAISE EXCEPTION 'conflict_id must not be null'
@@ -96,6 +97,21 @@ BEGIN
                 finish_refund.refund_id, v_other, v_other_payment, finish_refund.conflict_id, v_conflict.payment_id
                 USING ERRCODE = 'OT177';
     END;
+    -- The same for a refund recorded for a conflict that purge_orders has
+    -- deleted with its order (purged_refunds). Read after the update above:
+    -- a purge deleting that conflict meanwhile made the update's unique
+    -- check wait for its commit, so this statement's snapshot (READ
+    -- COMMITTED) sees what it kept.
+    SELECT g.conflict_id, g.payment_id, g.order_id, g.purged_at
+    INTO v_purged
+    FROM ordertimeout.purged_refunds AS g
+    WHERE g.refund_id = finish_refund.refund_id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'refund_id "%" was the refund of conflict % (payment "%" of order "%", purged at %): it cannot also be the refund of conflict % (payment "%"); one of the two payments may not be refunded, not recorded (a person checks it at the gateway)',
+            finish_refund.refund_id, v_purged.conflict_id, v_purged.payment_id, v_purged.order_id, v_purged.purged_at,
+            finish_refund.conflict_id, v_conflict.payment_id
+            USING ERRCODE = 'OT177';
+    END IF;
     PERFORM ordertimeout._log_event(v_conflict.order_id, v_status, v_status, 'conflict', v_now,
         jsonb_build_object('conflict_id', v_conflict.conflict_id, 'resolution', 'refunded',
                            'payment_id', v_conflict.payment_id, 'refund_id', finish_refund.refund_id),
@@ -105,4 +121,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
-    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT177 with a refund_id recorded for another conflict; OT135 when the conflict is not being refunded';
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT177 with a refund_id recorded for another conflict, also one purged with its order; OT135 when the conflict is not being refunded';

@@ -26,7 +26,9 @@
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order. And the ids of the orders' payments
 -- (purged_payments): the order id is free again, and a late callback of the
--- old order's payment must not pay a new order under it.
+-- old order's payment must not pay a new order under it. And the refund ids
+-- of their conflicts (purged_refunds): a refund gives back one payment, and
+-- must not be recorded again as another conflict's.
 
 CREATE FUNCTION ordertimeout.purge_orders(
     closed_older_than interval,
@@ -117,6 +119,14 @@ BEGIN
     -- orders are still there: the trigger on order_items adds what the paid
     -- ones bought to purged_sales (_count_purged_sales).
     DELETE FROM ordertimeout.order_items AS i WHERE i.order_id = ANY (v_ids);
+    -- Their refund ids stay known: one refund gives back one payment, also
+    -- after its conflict is gone (purged_refunds, finish_refund's OT177).
+    INSERT INTO ordertimeout.purged_refunds (refund_id, conflict_id, order_id, payment_id, purged_at)
+    SELECT k.refund_id, k.conflict_id, k.order_id, k.payment_id, v_now
+    FROM ordertimeout.conflicts AS k
+    WHERE k.order_id = ANY (v_ids)
+      AND k.refund_id IS NOT NULL
+    ON CONFLICT ON CONSTRAINT purged_refunds_pkey DO NOTHING;
     DELETE FROM ordertimeout.conflicts AS k WHERE k.order_id = ANY (v_ids);
     -- Their payment ids stay known: a callback of one, coming later, must
     -- not pay a new order given the same order id (purged_payments).
@@ -138,4 +148,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.purge_orders(interval, integer, interval) IS
-    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon and the orders'' payment ids (purged_payments), and what paid orders bought is added to purged_sales; returns how many';
+    'deletes up to max finished orders with their items, payments, resolved conflicts, releases, events and holds: CLOSED orders closed longer ago than closed_older_than, and PAID or REFUNDED orders paid longer ago than paid_older_than if given; never a live order, one with an open conflict, or a paid one whose other payment attempt may still bring money; keeps the hold of a spent coupon, the orders'' payment ids (purged_payments) and their conflicts'' refund ids (purged_refunds), and what paid orders bought is added to purged_sales; returns how many';

@@ -117,7 +117,12 @@ BEGIN
                 FROM ordertimeout.sweep_due(run_sweeper.max) AS s;
             EXCEPTION
                 -- OT137: a pause began while the sweep ran; it kept nothing.
-                WHEN deadlock_detected OR serialization_failure OR SQLSTATE 'OT137' THEN
+                -- lock_not_available: a lock_timeout (the role's, the
+                -- database's) ended a wait for a row another transaction
+                -- holds (a full batch waits for the stock rows it gives
+                -- back): swept again, as the sidecar does, not the end of
+                -- the run with every due order left for the next minute.
+                WHEN deadlock_detected OR serialization_failure OR lock_not_available OR SQLSTATE 'OT137' THEN
                     -- Rolled back to the block's start: retried after a pause.
                     v_claimed := 0;
                     v_deferred := 0;

@@ -123,3 +123,20 @@ CREATE TABLE ordertimeout.purged_payments (
 
 COMMENT ON TABLE ordertimeout.purged_payments IS
     'payment ids of orders that purge_orders deleted, with the order they were of: never confirmed for another order under that id';
+
+-- The refund ids of the conflicts purge_orders deleted with their orders:
+-- one refund gives back one payment (conflicts_one_per_refund), and that
+-- rule must outlive the conflict that recorded the refund, or a gateway
+-- answering a later conflict with the same refund would have that payment
+-- recorded as refunded with nothing given back (finish_refund, OT177).
+CREATE TABLE ordertimeout.purged_refunds (
+    refund_id   text        NOT NULL,
+    conflict_id bigint      NOT NULL,
+    order_id    text        NOT NULL,
+    payment_id  text        NOT NULL,
+    purged_at   timestamptz NOT NULL,
+    CONSTRAINT purged_refunds_pkey PRIMARY KEY (refund_id)
+);
+
+COMMENT ON TABLE ordertimeout.purged_refunds IS
+    'refund ids of the conflicts that purge_orders deleted, with the conflict, order and payment they gave back: never recorded for another conflict';

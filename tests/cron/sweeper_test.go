@@ -2,6 +2,7 @@ package cron_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -465,4 +466,55 @@ func TestRunSweeperUnderARepeatableReadDefault(t *testing.T) {
 	r := callSweeper(ctx, pgtest.URL(t, db), "duration => interval '1 second'", make(chan struct{}, 1), closed())
 	require.NoError(t, r.err)
 	checkCancelledOnce(t, ctx, db, "rr-", n, 0)
+}
+
+// TestRunSweeperSweepsOnAfterALockTimeout: a full batch waits for the stock
+// rows it gives back, and a lock_timeout of the database (or of the role
+// pg_cron runs as) ends that wait with 55P03 while another transaction
+// holds one of them. The run sweeps again and cancels every order once the
+// row is let go. Before migration 000060 the error ended the whole run, and
+// under pg_cron every due order waited for the next minute's run.
+func TestRunSweeperSweepsOnAfterALockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := setup(t, ctx)
+	url := pgtest.URL(t, db)
+	const n = 300
+	_, err := db.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET lock_timeout = '100ms'",
+		pgx.Identifier{db.Config().ConnConfig.Database}.Sanitize()))
+	require.NoError(t, err)
+	createDue(t, ctx, db, "lt-", n, time.Millisecond, time.Millisecond)
+	waitDue(t, ctx, db)
+	holder, _ := hold(t, ctx, url, "SELECT 1 FROM ordertimeout.stock WHERE sku = 'A' FOR UPDATE")
+
+	ready, start := make(chan struct{}, 1), make(chan struct{})
+	result := make(chan runResult, 1)
+	go func() { result <- callSweeper(ctx, url, "max => 100, duration => interval '8 seconds'", ready, start) }()
+	<-ready
+	close(start)
+	// seen holds the transactions of the run seen waiting for the held row:
+	// each sweep is a transaction of its own, so a second one means the run
+	// swept again after a lock timeout ended the first one's wait.
+	seen := map[string]bool{}
+	waitFor(t, ctx, 6*time.Second, "the run to wait for the held stock row a second time, after a lock timeout", func() (bool, error) {
+		var started string
+		err := db.QueryRow(ctx, `
+			SELECT a.backend_xid::text FROM pg_stat_activity AS a
+			 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' AND a.backend_xid IS NOT NULL`).Scan(&started)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		seen[started] = true
+		return len(seen) >= 2, nil
+	})
+	require.Equal(t, "PENDING", status(t, ctx, db, "lt-0"), "nothing cancelled while the row is held")
+	require.NoError(t, holder.Rollback(ctx))
+
+	r := <-result
+	require.NoError(t, r.err, "the run ends at its duration, not at the lock timeout")
+	checkCancelledOnce(t, ctx, db, "lt-", n, 0)
 }

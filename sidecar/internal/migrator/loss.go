@@ -20,6 +20,8 @@ type loss struct {
 // losses are the migrations whose down drops tables or columns that hold
 // data, rather than only functions, views, types and constraints.
 var losses = map[uint]loss{
+	60: {"the refund ids of purged orders' conflicts (purged_refunds): with them goes the refusal of a refund already recorded for a purged conflict as another conflict's (OT177)",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_refunds)"},
 	58: {"which conflicts the sidecar handed to a person, when and why (conflicts.handed_over_at, handed_over_why): an open one would be the sidecar's again, which claims some refunds of them without asking the gateway",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.conflicts WHERE handed_over_at IS NOT NULL)"},
 	55: {"the payment ids of purged orders (purged_payments): with them go the refusals of a late callback, or a new attempt, under the id of a purged order that a new order took (OT176)",
