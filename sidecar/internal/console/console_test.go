@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"bytes"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -128,6 +130,68 @@ func TestActionsNeedTheCSRFToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, a.Status)
 	require.Contains(t, a.Body, "CSRF")
 	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+}
+
+// A form posted as multipart/form-data (a hand-made one, or a page's form
+// given enctype="multipart/form-data") with a valid token was told "Refused:
+// the form carries no CSRF token.": r.ParseForm leaves a multipart body
+// unread. Nothing was written, but the message was wrong. A body that is
+// not a URL-encoded form is refused for its type (415), with the type the
+// console takes, before the token is looked for; nothing is written. A
+// URL-encoded form with a charset is a form.
+func TestActionsTakeOnlyURLEncodedForms(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	token := site.token(t, operator)
+	origin := map[string]string{"Origin": site.URL}
+	multipartForm := func(fields map[string]string) (string, *bytes.Buffer) {
+		var b bytes.Buffer
+		mw := multipart.NewWriter(&b)
+		for k, v := range fields {
+			require.NoError(t, mw.WriteField(k, v))
+		}
+		require.NoError(t, mw.Close())
+		return mw.FormDataContentType(), &b
+	}
+	resolvePath := fmt.Sprintf("/console/conflicts/%d/resolve", s.LateID)
+	for _, c := range []struct{ path, contentType, body, is string }{
+		{resolvePath, "", "csrf=" + url.QueryEscape(token) + "&resolution=manual", "a body without a Content-Type"},
+		{resolvePath, "text/plain", "csrf=" + url.QueryEscape(token) + "&resolution=manual", "text/plain"},
+		{resolvePath, "application/json", `{"csrf": "` + token + `", "resolution": "manual"}`, "application/json"},
+		{resolvePath, "multipart/form-data; boundary", "", "a body whose Content-Type cannot be read"},
+	} {
+		a := site.send(t, http.MethodPost, c.path, operator, c.contentType, strings.NewReader(c.body), origin)
+		require.Equal(t, http.StatusUnsupportedMediaType, a.Status, "%s: %s", c.contentType, a.Body)
+		require.Contains(t, a.Body, "Refused: the console takes a form sent as application/x-www-form-urlencoded (as its own pages send it), and this one is "+c.is+": nothing was done.")
+	}
+	for _, c := range []struct {
+		path   string
+		fields map[string]string
+	}{
+		{resolvePath, map[string]string{"csrf": token, "resolution": "manual", "note": "sent as multipart"}},
+		{"/console/settings/pause", map[string]string{"csrf": token, "paused": "true"}},
+	} {
+		contentType, body := multipartForm(c.fields)
+		a := site.send(t, http.MethodPost, c.path, operator, contentType, body, origin)
+		require.Equal(t, http.StatusUnsupportedMediaType, a.Status, "%s: %s", c.path, a.Body)
+		require.Contains(t, a.Body, "Refused: the console takes a form sent as application/x-www-form-urlencoded (as its own pages send it), and this one is multipart/form-data: nothing was done.", c.path)
+		require.NotContains(t, a.Body, "CSRF", c.path)
+	}
+	c := readConflict(t, s.DB, s.LateID)
+	require.Equal(t, "open", c.State, "nothing resolved")
+	require.Zero(t, c.Events)
+	require.Equal(t, int64(0), sidecartest.Int(t, s.DB, "SELECT count(*) FROM ordertimeout.settings WHERE paused"), "not paused")
+
+	// A viewer's multipart POST is still a viewer's; and a URL-encoded form
+	// with a charset parameter is the console's form.
+	contentType, body := multipartForm(map[string]string{"csrf": token, "resolution": "manual"})
+	a := site.send(t, http.MethodPost, resolvePath, viewer, contentType, body, origin)
+	require.Equal(t, http.StatusForbidden, a.Status, a.Body)
+	require.Contains(t, a.Body, "Viewers may not act")
+	a = site.send(t, http.MethodPost, resolvePath, operator, "application/x-www-form-urlencoded; charset=UTF-8",
+		strings.NewReader(url.Values{"csrf": {token}, "resolution": {"manual"}}.Encode()), origin)
+	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
+	require.Equal(t, "resolved", readConflict(t, s.DB, s.LateID).State)
 }
 
 func TestCrossOriginActionsAreRefused(t *testing.T) {

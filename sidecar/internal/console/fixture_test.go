@@ -139,14 +139,20 @@ type answer struct {
 // do sends one request as who (zero: no credentials), with extra headers.
 func (s *site) do(t testing.TB, method, path string, who console.Credentials, form url.Values, headers map[string]string) answer {
 	t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
+	if form == nil {
+		return s.send(t, method, path, who, "", nil, headers)
 	}
+	return s.send(t, method, path, who, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()), headers)
+}
+
+// send sends one request with body (nil: none) of contentType ("": no
+// Content-Type) as who, with extra headers.
+func (s *site) send(t testing.TB, method, path string, who console.Credentials, contentType string, body io.Reader, headers map[string]string) answer {
+	t.Helper()
 	req, err := http.NewRequest(method, s.URL+path, body)
 	require.NoError(t, err)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if who.User != "" {
 		req.SetBasicAuth(who.User, who.Password)

@@ -2,13 +2,18 @@ package console_test
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/console"
@@ -17,6 +22,7 @@ import (
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway/stripe"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/sidecartest"
 	"github.com/ordertimeout/ordertimeout/sidecar/pgtest"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // An operator's reinstate asks the gateway first whether it still holds the
@@ -285,4 +291,67 @@ func TestRefundOfAnotherCurrencyGoesOnAndAnUnusableAnswerClaimsNothing(t *testin
 	a = site.resolve(t, operator, s.LateID, "refund", token, nil)
 	require.Equal(t, http.StatusSeeOther, a.Status, a.Body)
 	require.Equal(t, "refunding", readConflict(t, s.DB, s.LateID).State)
+}
+
+// A review found Reinstate and Refund asking the gateway before the
+// database checked the note: a note it refuses (OT149: more than 500
+// characters, or a control or format character) cost gateway calls, and
+// while the gateway was away the operator was told to try again in a
+// moment (503), never that the note was wrong. The console checks the note
+// with the database's rule first, and refuses it in the database's words
+// (409), before the gateway is asked anything; nothing is resolved.
+func TestBadNoteIsRefusedBeforeTheGatewayIsAsked(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, pgtest.NewPool(t))
+	fake, gatewayURL := sidecartest.Fake(t, nil)
+	site := serve(t, console.Config{Pool: s.DB, Operator: operator, Logger: sidecartest.Logger(),
+		Gateway: &gateway.Client{BaseURL: gatewayURL, Retries: gateway.NoRetries}})
+	token := site.token(t, operator)
+	require.NoError(t, fake.SetGateway(fakegateway.Behaviour{Behaviour: fakegateway.Down}))
+	resolve := func(resolution, note string) answer {
+		t.Helper()
+		return site.do(t, http.MethodPost, fmt.Sprintf("/console/conflicts/%d/resolve", s.LateID), operator,
+			url.Values{"csrf": {token}, "resolution": {resolution}, "note": {note}}, map[string]string{"Origin": site.URL})
+	}
+	for name, note := range map[string]string{
+		"501 characters":     strings.Repeat("x", 501),
+		"a bidi override":    "refunded\u202Eevil",
+		"a zero-width space": "refunded\u200Bby hand",
+	} {
+		for _, resolution := range []string{"reinstate", "refund"} {
+			a := resolve(resolution, note)
+			require.Equal(t, http.StatusConflict, a.Status, "%s, %s: %s", resolution, name, a.Body)
+			require.Contains(t, a.Body, template.HTMLEscapeString(fmt.Sprintf("%s refused (%s): %s.",
+				resolution, sqlstate.InvalidNote, noteRefusal(t, s.DB, s.LateID, resolution, note))), "%s, %s", resolution, name)
+			require.NotContains(t, a.Body, "could not be asked", "%s, %s", resolution, name)
+			c := readConflict(t, s.DB, s.LateID)
+			require.Equal(t, "open", c.State, "%s, %s", resolution, name)
+			require.Zero(t, c.Events, "%s, %s", resolution, name)
+		}
+	}
+	require.Equal(t, fakegateway.Stats{}, fake.Stats(), "the gateway was asked nothing")
+
+	// A note the database keeps goes on to the gateway, which is away.
+	a := resolve("refund", strings.Repeat("x", 500))
+	require.Equal(t, http.StatusServiceUnavailable, a.Status, a.Body)
+	require.Contains(t, a.Body, "could not be asked whether it still holds the payment: nothing was resolved")
+	require.NotZero(t, fake.Stats().Queries)
+	require.Equal(t, "open", readConflict(t, s.DB, s.LateID).State)
+}
+
+// noteRefusal is the database's message when resolve_conflict refuses note
+// (OT149), as the console would call it; nothing is written.
+func noteRefusal(t *testing.T, db *pgxpool.Pool, id int64, resolution, note string) string {
+	t.Helper()
+	err := pgx.BeginFunc(bg, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(bg, `SELECT set_config('ordertimeout.actor', 'console:olga', true)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(bg, `SELECT ordertimeout.resolve_conflict($1, $2, $3)`, id, resolution, note)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, sqlstate.InvalidNote, pgErr.Code, pgErr.Message)
+	return pgErr.Message
 }

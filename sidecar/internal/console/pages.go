@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/server"
+	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/worker"
 	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
@@ -327,7 +329,11 @@ var resolutionHints = map[string]string{
 
 // checkAction lets through a request that changes something only from an
 // operator, from this server's own pages (Origin), with the form's CSRF
-// token; otherwise it answers 403 and returns nil. It parses the form.
+// token; otherwise it answers 403 and returns nil. A body that is not a
+// URL-encoded form, the only kind the console's pages send, is refused
+// (415) before the token is looked for: r.ParseForm leaves a multipart
+// body unread, and its token would be reported missing. It parses the
+// form.
 func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 	u := userOf(r)
 	if !u.Operator() {
@@ -338,6 +344,12 @@ func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 	if why := server.CrossOrigin(r, h.trusted); why != "" {
 		h.logger.Warn("console: cross-origin action refused", "user", u.Name, "reason", why)
 		h.fail(w, r, http.StatusForbidden, why)
+		return nil
+	}
+	if got, ok := formContentType(r); !ok {
+		h.logger.Warn("console: action with a body of another type refused", "user", u.Name, "path", r.URL.Path, "content_type", got)
+		h.fail(w, r, http.StatusUnsupportedMediaType, "Refused: the console takes a form sent as "+formType+
+			" (as its own pages send it), and this one is "+got+": nothing was done.")
 		return nil
 	}
 	// A note of 500 characters, URL-encoded, is up to 6,000 bytes.
@@ -353,6 +365,37 @@ func (h *Handler) checkAction(w http.ResponseWriter, r *http.Request) *user {
 	}
 	return u
 }
+
+// formType is the only type of body the console's actions take: that of
+// an HTML form without an enctype.
+const formType = "application/x-www-form-urlencoded"
+
+// formContentType reports whether r's body is a form the console reads
+// (formType, with any parameters), or r has no body and no Content-Type
+// (an empty form, which then lacks its CSRF token). Otherwise it says what
+// the body is instead, for a message.
+func formContentType(r *http.Request) (string, bool) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength == 0 {
+			return "", true
+		}
+		return "a body without a Content-Type", false
+	}
+	mediaType, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return "a body whose Content-Type cannot be read", false
+	case mediaType == formType:
+		return mediaType, true
+	case len(mediaType) > 100:
+		return "another type", false
+	}
+	return mediaType, false // tokens only: ParseMediaType checked them
+}
+
+// maxNote is the longest note resolve_conflict keeps, in characters.
+const maxNote = 500
 
 func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	u := h.checkAction(w, r)
@@ -376,11 +419,21 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	// The note is the operator's reason; the database refuses one it cannot
 	// keep as plain text (OT149), and one brought to a conflict resolved the
 	// same way already with another note (OT138), shown like any refusal.
+	// The console checks the note with the database's rule
+	// (ordertimeout._is_plain_text, text.Plain) first, and refuses it in
+	// the database's words: before any gateway call, so that a bad note
+	// costs none and is not answered "try again" while the gateway is away.
 	var note *string
 	if n := strings.TrimSpace(r.PostForm.Get("note")); n != "" {
 		if !utf8.ValidString(n) || strings.ContainsRune(n, 0) {
 			// PostgreSQL would refuse either as a database error (22021).
 			h.fail(w, r, http.StatusBadRequest, "The note must be UTF-8 text without NUL characters: nothing was resolved.")
+			return
+		}
+		if !text.Plain(n, maxNote) {
+			h.resolutionRefused(w, r, u, id, resolution, sqlstate.InvalidNote,
+				fmt.Sprintf("note must be 1 to %d characters without control, format or line-separator characters (got %d characters)",
+					maxNote, utf8.RuneCountInString(n)))
 			return
 		}
 		note = &n
@@ -416,16 +469,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, sqlstate.ClassOT) {
-			status := http.StatusConflict
-			if pgErr.Code == sqlstate.UnknownConflict {
-				status = http.StatusNotFound
-			}
-			msg := fmt.Sprintf("%s refused (%s): %s.", resolution, pgErr.Code, pgErr.Message)
-			if hint := resolutionHints[pgErr.Code]; hint != "" {
-				msg += " " + hint
-			}
-			h.logger.Info("console: resolution refused", "user", u.Name, "conflict_id", id, "resolution", resolution, "code", pgErr.Code)
-			h.renderConflicts(w, r, status, page{Title: "Conflicts", Error: msg})
+			h.resolutionRefused(w, r, u, id, resolution, pgErr.Code, pgErr.Message)
 			return
 		}
 		h.dbFail(w, r, "resolve the conflict", err)
@@ -433,6 +477,22 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logger.Info("console: conflict resolved", "user", u.Name, "conflict_id", id, "resolution", resolution, "outcome", outcome)
 	http.Redirect(w, r, fmt.Sprintf("%sconflicts?resolved=%d&outcome=%s", Prefix, id, outcome), http.StatusSeeOther)
+}
+
+// resolutionRefused shows resolve_conflict's refusal code, with its
+// message and the hint for it: 404 for a conflict that does not exist, 409
+// otherwise.
+func (h *Handler) resolutionRefused(w http.ResponseWriter, r *http.Request, u *user, id int64, resolution, code, message string) {
+	status := http.StatusConflict
+	if code == sqlstate.UnknownConflict {
+		status = http.StatusNotFound
+	}
+	msg := fmt.Sprintf("%s refused (%s): %s.", resolution, code, message)
+	if hint := resolutionHints[code]; hint != "" {
+		msg += " " + hint
+	}
+	h.logger.Info("console: resolution refused", "user", u.Name, "conflict_id", id, "resolution", resolution, "code", code)
+	h.renderConflicts(w, r, status, page{Title: "Conflicts", Error: msg})
 }
 
 // gatewayTimeout bounds the gateway's answer to a reinstatement's check (its
