@@ -162,20 +162,21 @@ func requireSchemaOf(ctx context.Context, t *testing.T, db *pgxpool.Pool, versio
 
 // TestMigrateKilledWhileItWaitsForALock makes both outcomes of a killed
 // migration happen on purpose, which the random kills above leave to
-// chance: `migrate up` of the newest migration is killed (kill -9) while
-// that migration waits for a lock this test holds on a table it alters.
+// chance: `migrate up` is killed (kill -9) while migration 000059 waits for
+// a lock this test holds on ordertimeout.payments, which it alters.
 // Let go of the lock and the client's backend runs the migration to its
 // commit (PostgreSQL notices that its client is gone only when it sends
 // the answer); end the backend as well (pg_terminate_backend, as a crash
 // of the server would) and the migration never commits. Either way the
-// mark is left dirty, and the next `migrate up` must say which happened
-// and end at the newest version with its schema.
+// mark is left dirty at 59, and the next `migrate up` must say which
+// happened and end at the newest version with its schema.
 func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
 	versions, err := migrations.Versions()
 	require.NoError(t, err)
 	latest := int(versions[len(versions)-1])
+	const blocked = 59 // 000059 alters ordertimeout.payments
 
 	for _, tc := range []struct {
 		name     string
@@ -196,10 +197,10 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 				require.NoError(t, err, "migrate %v: %s", args, out)
 				return string(out)
 			}
-			migrate("down", "1")
+			migrate("down", strconv.Itoa(latest-blocked+1), "--drop-data")
 
-			// The newest migration alters ordertimeout.payments: a reader
-			// holding the table makes it wait.
+			// 000059 alters ordertimeout.payments: a reader holding the
+			// table makes it wait.
 			hold, err := db.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = hold.Rollback(context.WithoutCancel(ctx)) }()
@@ -217,7 +218,7 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 				err := db.QueryRow(ctx, `
 					SELECT a.pid FROM pg_stat_activity AS a
 					 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
-					   AND EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1 AND dirty)`, latest).Scan(&pid)
+					   AND EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1 AND dirty)`, blocked).Scan(&pid)
 				return err == nil
 			})
 			require.NoError(t, cmd.Process.Kill())
@@ -236,7 +237,7 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 			var v int
 			var dirty bool
 			require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&v, &dirty))
-			require.Equal(t, latest, v)
+			require.Equal(t, blocked, v)
 			require.True(t, dirty, "the kill left the mark dirty")
 
 			out := migrate("up")
