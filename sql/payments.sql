@@ -138,5 +138,25 @@ CREATE TABLE ordertimeout.purged_refunds (
     CONSTRAINT purged_refunds_pkey PRIMARY KEY (refund_id)
 );
 
+-- The order ids purge_orders deleted in the last 10 minutes, and those a new
+-- order took within 10 minutes of their purge: a payment of the purged order
+-- that this database never saw (its callback lost) and that the gateway lists
+-- under the order id is the earlier buyer's money when it was taken before
+-- the purge (allowing the 5 minutes two clocks may differ), and
+-- reconcile_payments must not confirm it for the new order (other_order).
+-- A payment taken earlier than 5 minutes before the new order was created is
+-- refused by that rule alone, so a row older than 10 minutes matters only
+-- while such a new order exists; purge_orders deletes the others.
+CREATE TABLE ordertimeout.purged_orders (
+    order_id  text        NOT NULL,
+    purged_at timestamptz NOT NULL,
+    CONSTRAINT purged_orders_pkey PRIMARY KEY (order_id)
+);
+
+CREATE INDEX purged_orders_purged_at ON ordertimeout.purged_orders (purged_at);
+
+COMMENT ON TABLE ordertimeout.purged_orders IS
+    'order ids purge_orders deleted lately, with the moment: a payment unknown here that the gateway took before it (5 minutes allowed) is not confirmed for a new order under that id';
+
 COMMENT ON TABLE ordertimeout.purged_refunds IS
     'refund ids of the conflicts that purge_orders deleted, with the conflict, order and payment they gave back: never recorded for another conflict';

@@ -25,7 +25,8 @@ ordertimeout schema) with golang-migrate.
              its error names and run up again
   down N     roll back the last N migrations; refused, rolling back nothing,
              if fewer than N are applied, or if one of them drops data the
-             database holds (000060 the refund ids of purged orders,
+             database holds (000061 the ids of orders purged lately,
+             000060 the refund ids of purged orders,
              000058 the conflicts handed to a person,
              000055 the payment ids of purged orders, 000031 the units
              sold by purged orders, 000013 the notes of resolutions,

@@ -20,6 +20,8 @@ type loss struct {
 // losses are the migrations whose down drops tables or columns that hold
 // data, rather than only functions, views, types and constraints.
 var losses = map[uint]loss{
+	61: {"the order ids purged in the last 10 minutes (purged_orders): with them goes the refusal to reconcile a purged order's unseen payment as a new order's under its id",
+		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_orders)"},
 	60: {"the refund ids of purged orders' conflicts (purged_refunds): with them goes the refusal of a refund already recorded for a purged conflict as another conflict's (OT177)",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_refunds)"},
 	58: {"which conflicts the sidecar handed to a person, when and why (conflicts.handed_over_at, handed_over_why): an open one would be the sidecar's again, which claims some refunds of them without asking the gateway",

@@ -1,0 +1,1 @@
+DROP TABLE ordertimeout.purged_orders;
