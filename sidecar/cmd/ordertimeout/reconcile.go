@@ -104,7 +104,7 @@ func reconcileCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	rows, err := reconcile.Apply(ctx, tx, parsed.Transactions, start, end, !noMissing, source)
 	if err != nil {
-		return fmt.Errorf("reconcile %s (nothing applied): %w", file, err)
+		return fmt.Errorf("reconcile %s (nothing applied): %w", file, parsed.Explain(err))
 	}
 	rep := &reconcile.Report{Rows: rows, Skipped: parsed.Skipped, RefundIDs: map[int]string{}}
 	for _, t := range parsed.Transactions {

@@ -261,6 +261,28 @@ func TestReconcileDatabaseErrorNamesFileLine(t *testing.T) {
 	require.Equal(t, before, snapshot(t, db))
 }
 
+// The database's refusal of a row names the file's column, not the field
+// of reconcile_payments' JSON: CSV's time, not at.
+func TestReconcileDatabaseErrorNamesFileColumn(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	url := pgtest.URL(t, db)
+	sidecartest.Setup(t, db)
+	sidecartest.CreateOrder(t, db, "F1", time.Hour, "")
+	before := snapshot(t, db)
+	now := time.Now().UTC()
+	file := filepath.Join(t.TempDir(), "late.csv")
+	require.NoError(t, os.WriteFile(file, []byte(reconcile.CSVHeader+"\n"+
+		"P-F1,F1,1,EUR,paid,"+now.Format(time.RFC3339)+"\n"+
+		"P-F2,F1,1,EUR,paid,"+now.Add(-3*time.Hour).Format(time.RFC3339)+"\n"), 0o600))
+	_, err := runReconcile(t, "--database-url", url, "--file", file, "--format", "csv",
+		"--from", now.Add(-time.Hour).Format(time.RFC3339), "--to", now.Add(time.Hour).Format(time.RFC3339))
+	require.ErrorContains(t, err, "(nothing applied): line 3, field time: at ")
+	require.ErrorContains(t, err, "is outside the period")
+	require.ErrorContains(t, err, "("+sqlstate.InvalidTransaction+")")
+	require.Equal(t, before, snapshot(t, db))
+}
+
 // The binary exits 2 when rows need a person, 1 on a refused file or command
 // line.
 func TestReconcileExitStatus(t *testing.T) {

@@ -7,13 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/text"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 // Limits of a file: larger files are refused whole (split them by period).
@@ -86,6 +91,46 @@ type File struct {
 	// From and To are the period the file covers, when its format says
 	// (WeChat's bill covers whole days); zero otherwise.
 	From, To time.Time
+	// columns names the file's column of each field reconcile_payments
+	// reads (its JSON name), for the database's errors (Explain); amount
+	// of a refund row in refundAmount when that differs.
+	columns      map[string]string
+	refundAmount string
+}
+
+// dbLineError is how reconcile_payments names a bad row (OT171): "line 7:
+// amount must be ...", the field by its JSON name.
+var dbLineError = regexp.MustCompile(`^line ([0-9]+): (payment_id|order_id|amount|currency|status|at) (.*)$`)
+
+// Explain gives the database's error about a row of the file (OT171,
+// naming the line and the field by its JSON name) in the file's words:
+// "line 7, field time: at ... is outside the period ...", the field named
+// by the file's column. Any other error is returned as it is.
+func (f *File) Explain(err error) error {
+	var pe *pgconn.PgError
+	if f == nil || !errors.As(err, &pe) || pe.Code != sqlstate.InvalidTransaction {
+		return err
+	}
+	m := dbLineError.FindStringSubmatch(pe.Message)
+	if m == nil {
+		return err
+	}
+	line, convErr := strconv.Atoi(m[1])
+	if convErr != nil {
+		return err
+	}
+	column := f.columns[m[2]]
+	if m[2] == "amount" && f.refundAmount != "" {
+		for _, t := range f.Transactions {
+			if t.Line == line && t.Status == StatusRefunded {
+				column = f.refundAmount
+			}
+		}
+	}
+	if column == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", &LineError{Line: line, Field: column, Msg: m[2] + " " + m[3]}, pe.Code)
 }
 
 // LineError is a problem with one line of a file. Field is the column's
@@ -206,7 +251,9 @@ func parseCSV(data []byte) (*File, error) {
 		return nil, lineErr(1, "", "the header must be exactly %s (%d fields), got %d fields: %s",
 			CSVHeader, len(csvColumns), len(header), quote(csvLine(header)))
 	}
-	f := &File{Format: FormatCSV}
+	f := &File{Format: FormatCSV, columns: map[string]string{
+		"payment_id": "payment_id", "order_id": "order_id", "amount": "amount", "currency": "currency", "status": "status", "at": "time",
+	}}
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/gateway"
 	"github.com/ordertimeout/ordertimeout/sidecar/internal/reconcile"
+	"github.com/ordertimeout/ordertimeout/sidecar/sqlstate"
 )
 
 func parseFile(t *testing.T, path, format string) *reconcile.File {
@@ -209,4 +211,39 @@ func TestParseUnknownFormat(t *testing.T) {
 	t.Parallel()
 	_, err := reconcile.Parse(strings.NewReader(""), "alipay")
 	require.ErrorContains(t, err, "format must be csv or wechat")
+}
+
+// The database names a bad row's field by reconcile_payments' JSON name;
+// Explain names the file's column instead: WeChat's 交易时间 for at, and
+// for amount the column the row's amount came from (退款金额 for a refund).
+func TestExplainNamesTheFilesColumn(t *testing.T) {
+	t.Parallel()
+	f := parseFile(t, "testdata/wechat_all.csv", reconcile.FormatWeChat)
+	dbErr := func(msg string) error {
+		return fmt.Errorf("reconcile: %w", &pgconn.PgError{Code: sqlstate.InvalidTransaction, Message: msg})
+	}
+	for _, tc := range []struct{ msg, want string }{
+		{"line 2: at 2026-12-01 01:12:31+00 is outside the period", "line 2, field 交易时间: at 2026-12-01 01:12:31+00 is outside the period (OT171)"},
+		{"line 2: amount must be a decimal", "line 2, field 订单金额: amount must be a decimal (OT171)"},
+		{"line 5: amount must be a decimal", "line 5, field 退款金额: amount must be a decimal (OT171)"},
+		{"line 2: currency must be three upper-case letters (ISO 4217)", "line 2, field 货币种类: currency must be three upper-case letters (ISO 4217) (OT171)"},
+	} {
+		err := f.Explain(dbErr(tc.msg))
+		require.EqualError(t, err, tc.want)
+		var le *reconcile.LineError
+		require.ErrorAs(t, err, &le)
+	}
+	// Anything else stays as it was: another code, a whole-line message,
+	// a field the file does not name.
+	for _, err := range []error{
+		&pgconn.PgError{Code: "OT174", Message: "line 2: at is late"},
+		dbErr("line 2: line must be a positive integer"),
+		dbErr("payment P1 is listed twice"),
+		errors.New("line 2: at nothing"),
+	} {
+		require.Equal(t, err, f.Explain(err))
+	}
+	csv, err := reconcile.Parse(strings.NewReader(reconcile.CSVHeader+"\nP1,O1,1,EUR,paid,2026-12-01T00:00:00Z\n"), reconcile.FormatCSV)
+	require.NoError(t, err)
+	require.EqualError(t, csv.Explain(dbErr("line 2: at x")), "line 2, field time: at x (OT171)")
 }

@@ -94,7 +94,10 @@ func parseWeChat(data []byte) (*File, error) {
 		return nil, lineErr(1, "", "the header has no amount column (%s, %s or %s)", wxOrderAmount, wxSettleAmount, wxTotalOld)
 	}
 
-	f := &File{Format: FormatWeChat}
+	f := &File{Format: FormatWeChat, refundAmount: wxRefundAmount, columns: map[string]string{
+		"payment_id": wxPaymentID, "order_id": wxOrderID, "amount": amountCol,
+		"currency": wxCurrency, "status": wxState, "at": wxTime,
+	}}
 	rows := 0
 	var first, last time.Time
 	summary := false
