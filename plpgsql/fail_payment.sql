@@ -24,6 +24,9 @@ BEGIN
     FROM ordertimeout.payments AS p
     WHERE p.payment_id = fail_payment.payment_id;
     IF NOT FOUND THEN
+        -- A payment of a purged order (purged_payments) is named as such
+        -- (OT176), as begin_payment and confirm_payment name it.
+        PERFORM ordertimeout._refuse_purged_payment(fail_payment.payment_id, fail_payment.order_id);
         RAISE EXCEPTION 'payment_id "%" is unknown', fail_payment.payment_id
             USING ERRCODE = 'OT127';
     END IF;
