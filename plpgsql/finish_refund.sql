@@ -30,6 +30,15 @@ BEGIN
             char_length(finish_refund.refund_id)
             USING ERRCODE = 'OT136';
     END IF;
+    -- The refund ids a purge keeps (purged_refunds, read below) are seen by
+    -- a fresh snapshot only: under an older one, a purge committed since the
+    -- transaction began, or while this call waited for it, would let one
+    -- refund be recorded as two conflicts'.
+    IF current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN
+        RAISE EXCEPTION 'finish_refund must run in a READ COMMITTED transaction, not %: under an older snapshot it would not see a refund id that a purge has just kept',
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'OT154';
+    END IF;
 
     SELECT c.* INTO v_conflict
     FROM ordertimeout.conflicts AS c
@@ -121,4 +130,4 @@ END
 $$;
 
 COMMENT ON FUNCTION ordertimeout.finish_refund(bigint, text) IS
-    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT177 with a refund_id recorded for another conflict, also one purged with its order; OT135 when the conflict is not being refunded';
+    'for the sidecar: records that the gateway refunded the payment of a conflict claimed with resolve_conflict(id, ''refund''); returns refunded, also when repeated with the refund it recorded; OT139 with another refund_id (a second refund of the payment); OT177 with a refund_id recorded for another conflict, also one purged with its order; OT135 when the conflict is not being refunded; READ COMMITTED only (OT154)';

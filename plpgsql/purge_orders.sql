@@ -26,8 +26,9 @@
 -- a single-use coupon from being used again (coupon_holds_one_live_order), so
 -- it outlives its order. And the ids of the orders' payments
 -- (purged_payments): the order id is free again, and a late callback of the
--- old order's payment must not pay a new order under it; and, for 10 minutes
--- (or while an order given the id within them lives), the order ids
+-- old order's payment must not pay a new order under it; and, for an hour
+-- (or while an order given the id within 10 minutes of the purge lives), the
+-- order ids
 -- (purged_orders): a payment of such an order that no callback brought is
 -- not reconciled as a new order's. And the refund ids
 -- of their conflicts (purged_refunds): a refund gives back one payment, and
@@ -148,15 +149,22 @@ BEGIN
     DELETE FROM ordertimeout.orders AS o WHERE o.order_id = ANY (v_ids);
     -- Their ids and the moment (purged_orders): a payment of one of them
     -- that no callback brought must not pay a new order given the id
-    -- (reconcile_payments). A record 10 minutes old matters only for an
-    -- order given the id within 10 minutes of the purge: the others go.
+    -- (reconcile_payments). A record matters only for an order given the id
+    -- within 10 minutes of the purge. Such an order's create_order may
+    -- still be uncommitted, and invisible here, when those 10 minutes end:
+    -- records are kept an hour, then only while such an order lives. Rows
+    -- another purge holds (its upsert of an id purged again, or its own
+    -- prune) are left to a later purge, never waited for.
     INSERT INTO ordertimeout.purged_orders AS g (order_id, purged_at)
     SELECT i, v_now FROM unnest(v_ids) AS i
     ON CONFLICT ON CONSTRAINT purged_orders_pkey DO UPDATE SET purged_at = excluded.purged_at;
     DELETE FROM ordertimeout.purged_orders AS g
-    WHERE g.purged_at < v_now - interval '10 minutes'
-      AND NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
-                       WHERE o.order_id = g.order_id AND o.created_at < g.purged_at + interval '10 minutes');
+    WHERE g.order_id IN (SELECT k.order_id FROM ordertimeout.purged_orders AS k
+                          WHERE k.purged_at < v_now - interval '1 hour'
+                            AND NOT EXISTS (SELECT 1 FROM ordertimeout.orders AS o
+                                             WHERE o.order_id = k.order_id
+                                               AND o.created_at < k.purged_at + interval '10 minutes')
+                            FOR UPDATE SKIP LOCKED);
     RETURN cardinality(v_ids);
 END
 $$;

@@ -138,15 +138,17 @@ CREATE TABLE ordertimeout.purged_refunds (
     CONSTRAINT purged_refunds_pkey PRIMARY KEY (refund_id)
 );
 
--- The order ids purge_orders deleted in the last 10 minutes, and those a new
--- order took within 10 minutes of their purge: a payment of the purged order
+-- The order ids purge_orders deleted in the last hour, and those a new order
+-- took within 10 minutes of their purge: a payment of the purged order
 -- that this database never saw (its callback lost) and that the gateway lists
 -- under the order id is the earlier buyer's money when it was taken before
 -- the purge (allowing the 5 minutes two clocks may differ), and
 -- reconcile_payments must not confirm it for the new order (other_order).
 -- A payment taken earlier than 5 minutes before the new order was created is
--- refused by that rule alone, so a row older than 10 minutes matters only
--- while such a new order exists; purge_orders deletes the others.
+-- refused by that rule alone, so a row matters only for an order given the id
+-- within 10 minutes of the purge; purge_orders deletes the others once they
+-- are an hour old (an uncommitted create_order started within the 10
+-- minutes is then long over).
 CREATE TABLE ordertimeout.purged_orders (
     order_id  text        NOT NULL,
     purged_at timestamptz NOT NULL,

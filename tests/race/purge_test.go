@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
@@ -168,4 +169,74 @@ func TestPurgeRacesLatePayment(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM ordertimeout.orders) + (SELECT count(*) FROM ordertimeout.conflicts)
 	                                         + (SELECT count(*) FROM ordertimeout.payments)`).Scan(&n))
 	require.Zero(t, n, "nothing is left")
+}
+
+// TestPurgesDoNotWaitForEachOthersRecords: a purge whose order id was purged
+// before holds that id's purged_orders record (its upsert) until it commits.
+// Another purge, pruning the records an hour old, passes that row over
+// instead of waiting for it, so two purges never wait for each other there
+// (a review saw them deadlock when each held a row the other's prune
+// wanted); the held record goes with a later purge.
+func TestPurgesDoNotWaitForEachOthersRecords(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	url := pgtest.URL(t, pool)
+	require.NoError(t, putStock(ctx, pool, map[string]int64{"A": 1000}))
+	closed := func(id string) {
+		t.Helper()
+		for _, q := range []string{
+			`SELECT ordertimeout.create_order($1, '[{"sku":"A","qty":1}]')`,
+			`SELECT ordertimeout.cancel_order($1)`,
+		} {
+			_, err := pool.Exec(ctx, q, id)
+			require.NoError(t, err)
+		}
+		_, err := pool.Exec(ctx, `SELECT ordertimeout.close_cancelled(interval '0', 10)`)
+		require.NoError(t, err)
+	}
+	// X was purged an hour ago and given again: purging it again upserts
+	// its old record. Y is another closed order for the second purge.
+	_, err := pool.Exec(ctx, `INSERT INTO ordertimeout.purged_orders (order_id, purged_at)
+		VALUES ('X', clock_timestamp() - interval '2 hours'), ('old', clock_timestamp() - interval '2 hours')`)
+	require.NoError(t, err)
+	closed("X")
+	_, err = pool.Exec(ctx, `UPDATE ordertimeout.orders SET closed_at = closed_at - interval '1 minute' WHERE order_id = 'X'`)
+	require.NoError(t, err)
+	closed("Y")
+
+	conns := connectN(ctx, t, url, 2)
+	first, err := conns[0].Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(context.WithoutCancel(ctx)) }()
+	var n int
+	require.NoError(t, first.QueryRow(ctx, "SELECT ordertimeout.purge_orders(interval '0', 1)").Scan(&n))
+	require.Equal(t, 1, n, "the first purge takes X, the oldest closed, and holds its record")
+
+	// The second purge takes Y and prunes: X's and old's records, an hour
+	// old in its snapshot, are held by the first purge (its upsert and its
+	// own prune): passed over, not waited for.
+	qctx, qcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer qcancel()
+	require.NoError(t, conns[1].QueryRow(qctx, "SELECT ordertimeout.purge_orders(interval '0', 1)").Scan(&n),
+		"the second purge did not wait for the first one's record")
+	require.Equal(t, 1, n)
+	records := func() []string {
+		t.Helper()
+		var ids []string
+		rows, err := pool.Query(ctx, "SELECT order_id FROM ordertimeout.purged_orders ORDER BY 1")
+		require.NoError(t, err)
+		for rows.Next() {
+			var id string
+			require.NoError(t, rows.Scan(&id))
+			ids = append(ids, id)
+		}
+		require.NoError(t, rows.Err())
+		return ids
+	}
+	require.Equal(t, []string{"X", "Y", "old"}, records(),
+		"Y recorded; X's record (upserted) and old's (pruned) are the first purge's, not committed yet")
+	require.NoError(t, first.Commit(ctx))
+	require.Equal(t, []string{"X", "Y"}, records(), "the first purge's prune and upsert committed")
 }

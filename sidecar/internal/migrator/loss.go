@@ -20,7 +20,7 @@ type loss struct {
 // losses are the migrations whose down drops tables or columns that hold
 // data, rather than only functions, views, types and constraints.
 var losses = map[uint]loss{
-	61: {"the order ids purged in the last 10 minutes (purged_orders): with them goes the refusal to reconcile a purged order's unseen payment as a new order's under its id",
+	61: {"the ids of orders purged lately (purged_orders: an hour, and while an order given such an id within 10 minutes of its purge lives): with them goes the refusal to reconcile a purged order's unseen payment as a new order's under its id",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_orders)"},
 	60: {"the refund ids of purged orders' conflicts (purged_refunds): with them goes the refusal of a refund already recorded for a purged conflict as another conflict's (OT177)",
 		"SELECT EXISTS (SELECT 1 FROM ordertimeout.purged_refunds)"},

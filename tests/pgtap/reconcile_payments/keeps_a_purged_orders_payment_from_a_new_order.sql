@@ -5,7 +5,8 @@
 -- reports it as other_order (purged_orders) instead of paying the new order
 -- with the earlier buyer's money, which a review reproduced. A payment taken
 -- more than 5 minutes after the purge is the new order's. purge_orders keeps
--- a record 10 minutes, or while an order given the id within them lives.
+-- a record an hour, or while an order given the id within 10 minutes of the
+-- purge lives.
 BEGIN;
 \ir ../setup.psql
 SET LOCAL search_path = public, ordertimeout;
@@ -41,20 +42,23 @@ SELECT is((SELECT outcome FROM ordertimeout.reconcile_payments(
     'confirmed', 'taken more than 5 minutes after the purge: the new order''s own lost callback');
 SELECT is((SELECT status FROM ordertimeout.orders WHERE order_id = 'RX'), 'PAID', 'and it pays the new order');
 
--- Records 10 minutes old: one whose id no order took goes with the next
--- purge; one whose id an order took within 10 minutes of its purge stays.
-INSERT INTO ordertimeout.purged_orders (order_id, purged_at) VALUES ('gone', clock_timestamp() - interval '11 minutes');
-UPDATE ordertimeout.purged_orders SET purged_at = purged_at - interval '11 minutes' WHERE order_id = 'RX';
+-- Records an hour old: one whose id no order took goes with the next purge;
+-- one whose id an order took within 10 minutes of its purge stays; one 30
+-- minutes old stays (a create_order begun within its 10 minutes may not have
+-- committed yet).
+INSERT INTO ordertimeout.purged_orders (order_id, purged_at)
+VALUES ('gone', clock_timestamp() - interval '61 minutes'), ('recent', clock_timestamp() - interval '30 minutes');
+UPDATE ordertimeout.purged_orders SET purged_at = purged_at - interval '61 minutes' WHERE order_id = 'RX';
 UPDATE ordertimeout.orders
-   SET created_at = created_at - interval '11 minutes', expire_at = expire_at - interval '11 minutes',
-       cancel_at = cancel_at - interval '11 minutes'
+   SET created_at = created_at - interval '61 minutes', expire_at = expire_at - interval '61 minutes',
+       cancel_at = cancel_at - interval '61 minutes'
  WHERE order_id = 'RX';
 SELECT ordertimeout.create_order('Z', '[{"sku":"A","qty":1}]');
 SELECT ordertimeout.cancel_order('Z');
 SELECT ordertimeout.close_cancelled('0');
 SELECT is(ordertimeout.purge_orders('0', 10), 1, 'another purge');
-SELECT results_eq($$SELECT order_id FROM ordertimeout.purged_orders ORDER BY 1$$, $$VALUES ('RX'), ('Z')$$,
-    'the record nobody reused is gone; the reused one and the new one stay');
+SELECT results_eq($$SELECT order_id FROM ordertimeout.purged_orders ORDER BY 1$$, $$VALUES ('RX'), ('Z'), ('recent')$$,
+    'the hour-old record nobody reused is gone; the reused one, the 30-minute-old one and the new one stay');
 
 SELECT * FROM finish();
 ROLLBACK;
