@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -162,14 +163,21 @@ func requireSchemaOf(ctx context.Context, t *testing.T, db *pgxpool.Pool, versio
 
 // TestMigrateKilledWhileItWaitsForALock makes both outcomes of a killed
 // migration happen on purpose, which the random kills above leave to
-// chance: `migrate up` is killed (kill -9) while migration 000059 waits for
-// a lock this test holds on ordertimeout.payments, which it alters.
-// Let go of the lock and the client's backend runs the migration to its
-// commit (PostgreSQL notices that its client is gone only when it sends
-// the answer); end the backend as well (pg_terminate_backend, as a crash
-// of the server would) and the migration never commits. Either way the
-// mark is left dirty at 59, and the next `migrate up` must say which
-// happened and end at the newest version with its schema.
+// chance. `migrate up` runs migration 000059 while this test holds
+// ordertimeout.payments, which it alters, so that it waits with version 59
+// marked dirty. Then either:
+//   - the test lets the table go while holding schema_migrations instead:
+//     the migration commits, and golang-migrate's clean mark (a TRUNCATE of
+//     schema_migrations) waits; migrate is killed (kill -9) there, and its
+//     backend, which checks its client every second
+//     (client_connection_check_interval), ends without the mark: committed,
+//     marked dirty;
+//   - or migrate is killed while the migration waits, and its backend is
+//     ended (pg_terminate_backend, as a crash of the server would): the
+//     migration never commits.
+//
+// The next `migrate up` must say which happened and end at the newest
+// version with its schema.
 func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -179,12 +187,12 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 	const blocked = 59 // 000059 alters ordertimeout.payments
 
 	for _, tc := range []struct {
-		name     string
-		terminal bool   // end the backend too
-		says     string // what the next up logs of the mark
+		name      string
+		committed bool   // kill once the migration has committed
+		says      string // what the next up logs of the mark
 	}{
-		{"its backend commits", false, "committed (told"},
-		{"its backend is ended", true, "did not commit"},
+		{"after its commit", true, "committed (told"},
+		{"while it waits, its backend ended", false, "did not commit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,14 +206,34 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 				return string(out)
 			}
 			migrate("down", strconv.Itoa(latest-blocked+1), "--drop-data")
-
-			// 000059 alters ordertimeout.payments: a reader holding the
-			// table makes it wait.
-			hold, err := db.Begin(ctx)
-			require.NoError(t, err)
-			defer func() { _ = hold.Rollback(context.WithoutCancel(ctx)) }()
-			_, err = hold.Exec(ctx, "LOCK TABLE ordertimeout.payments IN ACCESS SHARE MODE")
-			require.NoError(t, err)
+			hold := func(table string) pgx.Tx {
+				t.Helper()
+				tx, err := db.Begin(ctx)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+				_, err = tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS SHARE MODE")
+				require.NoError(t, err)
+				return tx
+			}
+			// waiter is the backend waiting for a lock on table in this
+			// database, if any (read from pg_locks alone: a read of
+			// schema_migrations would queue behind a TRUNCATE waiting for
+			// it). The database is named: the other subtest's, cloned from
+			// the same template, has its tables under the same oids.
+			waiter := func(table string) (int, bool) {
+				var pid int
+				err := db.QueryRow(ctx, `
+					SELECT l.pid FROM pg_locks AS l
+					 WHERE NOT l.granted AND l.relation = $1::regclass
+					   AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())`, table).Scan(&pid)
+				return pid, err == nil
+			}
+			markedDirty := func() bool {
+				var n int
+				require.NoError(t, db.QueryRow(ctx, "SELECT count(*) FROM schema_migrations WHERE version = $1 AND dirty", blocked).Scan(&n))
+				return n == 1
+			}
+			payments := hold("ordertimeout.payments")
 
 			cmd := exec.Command(bin, "migrate", "up", "--database-url", url)
 			buf := &sidecarproc.Buffer{}
@@ -214,26 +242,40 @@ func TestMigrateKilledWhileItWaitsForALock(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			var pid int
-			eventually(t, time.Minute, "the migration to wait for the held lock, its version marked dirty", func() bool {
-				err := db.QueryRow(ctx, `
-					SELECT a.pid FROM pg_stat_activity AS a
-					 WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
-					   AND EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1 AND dirty)`, blocked).Scan(&pid)
-				return err == nil
+			eventually(t, time.Minute, "the migration to wait for the held table, version 59 marked dirty", func() bool {
+				p, ok := waiter("ordertimeout.payments")
+				pid = p
+				return ok && markedDirty()
 			})
+			var marks pgx.Tx
+			if tc.committed {
+				marks = hold("schema_migrations")
+				require.NoError(t, payments.Rollback(ctx))
+				// The clean mark may come on another connection of the
+				// client's than the migration's: the one to see end is its.
+				eventually(t, time.Minute, "the migration to commit and its clean mark to wait", func() bool {
+					p, ok := waiter("schema_migrations")
+					pid = p
+					return ok
+				})
+			}
 			require.NoError(t, cmd.Process.Kill())
 			<-done
-			if tc.terminal {
+			if !tc.committed {
 				var ended bool
 				require.NoError(t, db.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", pid).Scan(&ended))
 				require.True(t, ended, "the killed client's backend ended")
 			}
-			require.NoError(t, hold.Rollback(ctx))
 			eventually(t, 30*time.Second, "the killed client's backend to end", func() bool {
 				var n int
 				require.NoError(t, db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n))
 				return n == 0
 			})
+			if tc.committed {
+				require.NoError(t, marks.Rollback(ctx))
+			} else {
+				require.NoError(t, payments.Rollback(ctx))
+			}
 			var v int
 			var dirty bool
 			require.NoError(t, db.QueryRow(ctx, "SELECT version, dirty FROM schema_migrations").Scan(&v, &dirty))
