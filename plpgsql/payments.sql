@@ -24,13 +24,18 @@ $$;
 -- is in the order's currency.
 -- The one implementation of confirm_payment; cause is the events' and a new
 -- conflict's cause: payment (a callback, a gateway check) or reconcile (found
--- in the gateway's records).
+-- in the gateway's records). paid_at is when the gateway says it took the
+-- payment (confirm_payment's caller's, when given; reconcile_payments judges
+-- its own rows' times before it calls): a payment this database has not seen
+-- for the order, taken before the order could have had it, is an earlier
+-- order's under the same id (_refuse_earlier_orders_payment, OT178).
 CREATE FUNCTION ordertimeout._confirm_payment(
     order_id   text,
     payment_id text,
     amount     numeric,
     currency   text,
-    cause      text)
+    cause      text,
+    paid_at    timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
@@ -72,6 +77,12 @@ BEGIN
             ordertimeout._shown(_confirm_payment.currency, 16)
             USING ERRCODE = 'OT128';
     END IF;
+    IF _confirm_payment.paid_at IS NOT NULL
+       AND (NOT isfinite(_confirm_payment.paid_at) OR _confirm_payment.paid_at < timestamptz '2000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'paid_at must be a finite time from the year 2000 on (the gateway''s time of the payment), got %',
+            _confirm_payment.paid_at
+            USING ERRCODE = 'OT179';
+    END IF;
 
     -- The order row lock serializes every transition of this order, and
     -- close_cancelled (which takes the same lock) with the conflict below.
@@ -89,6 +100,9 @@ BEGIN
         -- have been given to a new order since, which this money is not for.
         IF EXISTS (SELECT 1 FROM ordertimeout.purged_payments AS g WHERE g.payment_id = _confirm_payment.payment_id) THEN
             PERFORM ordertimeout._refuse_purged_payment(_confirm_payment.payment_id, _confirm_payment.order_id);
+        END IF;
+        IF _confirm_payment.paid_at IS NOT NULL THEN
+            PERFORM ordertimeout._refuse_earlier_orders_payment(_confirm_payment.payment_id, v_order, _confirm_payment.paid_at);
         END IF;
     ELSIF v_pay_order <> _confirm_payment.order_id THEN
         RAISE EXCEPTION 'payment_id "%" belongs to another order', _confirm_payment.payment_id
@@ -343,6 +357,41 @@ BEGIN
         _back_to_pending.at, _back_to_pending.detail);
     PERFORM ordertimeout._wake_if_sooner(v_cancel);
     RETURN true;
+END
+$$;
+
+-- _refuse_earlier_orders_payment raises OT178 when a payment this database
+-- has not seen for order o (no payments row: neither begun nor confirmed
+-- before) was taken, by the gateway's clock (paid_at), before o could have
+-- had it: more than 5 minutes (what two clocks may differ) before o was
+-- created, or before an earlier order under o's id was purged, plus those 5
+-- minutes, when o was given the id soon after (purged_orders). Such money is
+-- an earlier order's, whose callback never came: the same rules as
+-- reconcile_payments' other_order. Nothing is confirmed; a person checks it
+-- at the gateway.
+CREATE FUNCTION ordertimeout._refuse_earlier_orders_payment(payment_id text, o ordertimeout.orders, paid_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged_at timestamptz;
+BEGIN
+    IF paid_at < o.created_at - interval '5 minutes' THEN
+        RAISE EXCEPTION 'payment_id "%" was taken at %, before order "%" was created at %: a payment of an earlier order under this id, not confirmed (a person checks it at the gateway)',
+            _refuse_earlier_orders_payment.payment_id, paid_at, o.order_id, o.created_at
+            USING ERRCODE = 'OT178';
+    END IF;
+    SELECT g.purged_at INTO v_purged_at
+    FROM ordertimeout.purged_orders AS g
+    WHERE g.order_id = o.order_id
+      AND _refuse_earlier_orders_payment.paid_at < g.purged_at + interval '5 minutes';
+    IF FOUND THEN
+        RAISE EXCEPTION 'payment_id "%" was taken at %, before an earlier order "%" was purged at % and the id given to this one (created at %): a payment of the purged order, not confirmed (a person checks it at the gateway)',
+            _refuse_earlier_orders_payment.payment_id, paid_at, o.order_id, v_purged_at, o.created_at
+            USING ERRCODE = 'OT178';
+    END IF;
 END
 $$;
 

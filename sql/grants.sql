@@ -11,7 +11,7 @@ GRANT USAGE ON SCHEMA ordertimeout TO ordertimeout_app, ordertimeout_sidecar, or
 GRANT EXECUTE ON FUNCTION
     ordertimeout.create_order(text, jsonb, interval, jsonb),
     ordertimeout.begin_payment(text, text, interval, text),
-    ordertimeout.confirm_payment(text, text, numeric, text),
+    ordertimeout.confirm_payment(text, text, numeric, text, timestamptz),
     ordertimeout.fail_payment(text, text),
     ordertimeout.cancel_order(text, text),
     ordertimeout.extend_deadline(text, interval),

@@ -164,6 +164,15 @@ const (
 	// another conflict: one refund cannot give back two payments. Nothing is
 	// written; the conflict stays refunding for a person.
 	RefundOfAnother = "OT177"
+	// EarlierOrdersPayment (OT178): confirm_payment with paid_at of a
+	// payment not seen for the order, taken before the order could have had
+	// it (more than 5 minutes before its creation, or before an earlier order
+	// under its id was purged): an earlier order's money. Nothing is written;
+	// a person checks the payment at the gateway.
+	EarlierOrdersPayment = "OT178"
+	// InvalidPaidAt (OT179): confirm_payment's paid_at is not a finite time
+	// from the year 2000 on.
+	InvalidPaidAt = "OT179"
 )
 
 // Codes of administration: sweeps, stock, points, settings, retention.

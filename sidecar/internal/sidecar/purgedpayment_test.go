@@ -60,6 +60,11 @@ func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
 		// the payment as the checks do (outcome other_order); the fake
 		// lists it at its paid_at.
 		reconcile bool
+		// purged: an earlier order A1 was cancelled, closed and purged just
+		// before this one took its id (purged_orders): the database refuses
+		// a payment taken before that purge (OT178), which the worker's own
+		// rule, by the order's creation, lets through.
+		purged bool
 	}{
 		{name: "precancel check, an hour before", payment: "P-old", paidAt: -3600, paid: false},
 		{name: "precancel check, 6 minutes before", payment: "P-old", paidAt: -360, paid: false},
@@ -70,11 +75,20 @@ func TestPaymentTakenBeforeTheOrderDoesNotPayIt(t *testing.T) {
 		{name: "precancel check, a paid_at before 2000", payment: "P-old", paidAt: -70 * 365 * 86400, paid: true},
 		{name: "payment check, another payment an hour before", begin: true, payment: "P-old", paidAt: -3600, paid: false},
 		{name: "payment check, the attempt's own payment with a clock an hour behind", begin: true, payment: "P-new", paidAt: -3600, paid: true},
+		{name: "precancel check, the purged order's payment a second before", payment: "P-old", paidAt: -1, paid: false, purged: true},
+		{name: "precancel check, a second before, no purge", payment: "P-old", paidAt: -1, paid: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, false)
+			if c.purged {
+				sidecartest.CreateOrder(t, e.db, "A1", time.Hour, "")
+				sidecartest.Exec(t, e.db, "SELECT ordertimeout.cancel_order('A1')")
+				sidecartest.Exec(t, e.db, "SELECT ordertimeout.close_cancelled(interval '0')")
+				sidecartest.Exec(t, e.db, "SELECT ordertimeout.purge_orders(interval '0')")
+				require.EqualValues(t, 1, sidecartest.Int(t, e.db, "SELECT count(*) FROM ordertimeout.purged_orders WHERE order_id = 'A1'"))
+			}
 			if c.begin {
 				createAndBegin(t, e.db, "A1", 3*time.Second, "", "P-new")
 			} else {

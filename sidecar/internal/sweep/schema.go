@@ -33,7 +33,7 @@ var requiredFunctions = []string{
 	"ordertimeout.sweep_due(integer)",
 	"ordertimeout.plan_next_sweep(interval, timestamptz, interval)", // 000050
 	"ordertimeout.cancel_checked(text, integer)",
-	"ordertimeout.confirm_payment(text, text, numeric, text)",
+	"ordertimeout.confirm_payment(text, text, numeric, text, timestamptz)", // 000064
 	"ordertimeout.fail_payment(text, text)",
 	"ordertimeout.resolve_conflict(bigint, text, text)",
 	"ordertimeout.finish_refund(bigint, text)",

@@ -338,7 +338,7 @@ func (w *ResolveConflictWorker) learnAmount(ctx context.Context, kind string, lo
 			"amount", string(g.Amount), "currency", string(g.Currency))
 		return false, nil
 	}
-	result, err := confirmPayment(ctx, w.Pool, c.OrderID, c.PaymentID, g.Amount, g.Currency)
+	result, err := confirmPayment(ctx, w.Pool, c.OrderID, c.PaymentID, g.Amount, g.Currency, nil) // recorded here: no paid_at rule
 	if errors.Is(err, gateway.ErrBadAnswer) {
 		log.Error("the gateway's amount or currency contradicts the payment here: refunding it whole", "error", err)
 		w.outcome(kind, lookupBadAnswer)

@@ -261,8 +261,9 @@ func noneIsFinal(job *rivertype.JobRow, st orderState) (final bool, pause time.D
 // rules. The sidecar never confirms an order that has an amount without the
 // gateway's amount: such an answer is a bad answer (gateway.ErrBadAnswer),
 // nothing is confirmed, and the job asks again later. A payment of an
-// earlier order under the same id (earlierOrders) is not this order's: the
-// answer is notOurs, and nothing is confirmed. st is the order as read
+// earlier order under the same id (earlierOrders; and, told the answer's
+// paid_at, the database by the purge of an earlier order under the id, OT178)
+// is not this order's: the answer is notOurs, and nothing is confirmed. st is the order as read
 // before asking, ref what the gateway was asked about.
 func confirmPaid(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orderState, g gateway.Order) (string, error) {
 	// Not this order's money, whatever the answer says of its amount.
@@ -273,7 +274,7 @@ func confirmPaid(ctx context.Context, db *pgxpool.Pool, ref gateway.Ref, st orde
 		return "", fmt.Errorf("gateway says order %q is paid by %q but gives no amount, and the order's amount is %s: not confirmed: %w",
 			ref.OrderID, g.PaymentID, *st.Amount, gateway.ErrBadAnswer)
 	}
-	return confirmPayment(ctx, db, ref.OrderID, g.PaymentID, g.Amount, g.Currency)
+	return confirmPayment(ctx, db, ref.OrderID, g.PaymentID, g.Amount, g.Currency, g.PaidAt)
 }
 
 // notOurs is confirmPayment's answer for a payment of a purged order, and
@@ -315,14 +316,22 @@ var noTimeBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // taken. The answer is notOurs, with no error: nothing is recorded, and the
 // caller goes on as for an order the gateway holds no payment of (asking
 // again would get the same answer, forever).
-func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency) (string, error) {
+func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID string, amount gateway.Amount, currency gateway.Currency, paidAt *gateway.Timestamp) (string, error) {
 	var result string
-	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text)",
-		orderID, paymentID, amount.SQL(), currency.SQL()).Scan(&result)
-	if sqlstate.Is(err, sqlstate.PaymentOfPurgedOrder) {
+	// The gateway's time of the payment, when it says one: the database
+	// refuses a payment it has not seen for the order that was taken before
+	// the order could have had it (OT178), also by the purge of an earlier
+	// order under the id, which the worker cannot see.
+	var at *time.Time
+	if paidAt != nil && paidAt.Err == nil && !paidAt.Before(noTimeBefore) {
+		at = &paidAt.Time
+	}
+	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text, $5::timestamptz)",
+		orderID, paymentID, amount.SQL(), currency.SQL(), at).Scan(&result)
+	if sqlstate.Is(err, sqlstate.PaymentOfPurgedOrder, sqlstate.EarlierOrdersPayment) {
 		return notOurs, nil
 	}
-	if sqlstate.Is(err, sqlstate.InvalidPaymentID, sqlstate.InvalidAmount, sqlstate.InvalidCurrency, sqlstate.PaymentOfOtherOrder, sqlstate.OtherMoneyForPayment) {
+	if sqlstate.Is(err, sqlstate.InvalidPaymentID, sqlstate.InvalidAmount, sqlstate.InvalidCurrency, sqlstate.PaymentOfOtherOrder, sqlstate.OtherMoneyForPayment, sqlstate.InvalidPaidAt) {
 		return "", fmt.Errorf("confirm payment %q of order %q: the database refuses the gateway's answer: %w: %w", paymentID, orderID, err, gateway.ErrBadAnswer)
 	}
 	if err != nil {

@@ -22,7 +22,7 @@ SELECT results_eq(
     ('cancel_order', 'order_id text, reason text DEFAULT ''requested''::text', 'boolean'),
     ('close_cancelled', 'older_than interval, max integer DEFAULT 1000', 'integer'),
     ('configure', 'default_timeout interval DEFAULT NULL::interval, grace interval DEFAULT NULL::interval, paying_window interval DEFAULT NULL::interval, precheck text DEFAULT NULL::text, late_payment text DEFAULT NULL::text, webhooks boolean DEFAULT NULL::boolean, remind_before interval DEFAULT NULL::interval, paused boolean DEFAULT NULL::boolean', 'ordertimeout.settings'),
-    ('confirm_payment', 'order_id text, payment_id text, amount numeric DEFAULT NULL::numeric, currency text DEFAULT NULL::text', 'text'),
+    ('confirm_payment', 'order_id text, payment_id text, amount numeric DEFAULT NULL::numeric, currency text DEFAULT NULL::text, paid_at timestamp with time zone DEFAULT NULL::timestamp with time zone', 'text'),
     ('conflict_info', 'id bigint', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone, currency text, state text, late_payment text, handed_over_at timestamp with time zone, handed_over_why text)'),
     ('conflicts_to_resolve', 'max integer DEFAULT 1000', 'TABLE(conflict_id bigint, order_id text, payment_id text, kind text, amount numeric, detected_at timestamp with time zone, currency text, state text, late_payment text, handed_over_at timestamp with time zone, handed_over_why text)'),
     ('create_order', 'order_id text, items jsonb, timeout interval DEFAULT NULL::interval, options jsonb DEFAULT ''{}''::jsonb', 'ordertimeout.order_state'),
