@@ -969,6 +969,7 @@ func TestRefusesTheSchemaBeforeTheNewest(t *testing.T) {
 		{18, `no column "deferred"`},
 		{38, "conflicts_to_resolve"},
 		{58, `ordertimeout.order_payments(text) returns no column "method"`},
+		{63, "it has no ordertimeout.confirm_payment(text, text, numeric, text, timestamptz)"},
 	} {
 		t.Run(fmt.Sprint(c.version), func(t *testing.T) {
 			t.Parallel()

@@ -90,8 +90,11 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("check the database schema: %w", err)
 	}
+	// Everything missing is named at once: a schema several migrations
+	// behind lacks functions and result columns both.
+	var behind []string
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: it has no %s; run `ordertimeout migrate up` first", ErrSchemaBehind, strings.Join(missing, ", "))
+		behind = append(behind, "it has no "+strings.Join(missing, ", "))
 	}
 	for _, r := range requiredResults {
 		var has bool
@@ -103,8 +106,11 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("check the database schema: %w", err)
 		}
 		if !has {
-			return fmt.Errorf("%w: %s returns no column %q; run `ordertimeout migrate up` first", ErrSchemaBehind, r[0], r[1])
+			behind = append(behind, fmt.Sprintf("%s returns no column %q", r[0], r[1]))
 		}
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%w: %s; run `ordertimeout migrate up` first", ErrSchemaBehind, strings.Join(behind, "; "))
 	}
 	return nil
 }
