@@ -77,6 +77,14 @@ type Ref struct {
 // order's (outcome other_order).
 const ClockSkew = 5 * time.Minute
 
+// NoTimeBefore: a time a gateway gives before it (an adapter's zero time:
+// Go's year 1, Unix's 1970) is no time it took a payment. The sidecar takes
+// such a paid_at as unknown, and confirm_payment refuses one (OT179).
+var NoTimeBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Known reports whether t is a time a gateway gave: not before NoTimeBefore.
+func Known(t time.Time) bool { return !t.Before(NoTimeBefore) }
+
 // Driver names, for --gateway.
 const (
 	DriverHTTP   = "http"

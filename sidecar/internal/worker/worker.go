@@ -290,17 +290,14 @@ const notOurs = "not_ours"
 // merchant's order id answers about it for as long as it keeps it). Such a
 // payment must not pay the new order. A gateway that does not say when it
 // took the payment (no paid_at) is taken at its word, and so is one whose
-// paid_at is before noTimeBefore: an adapter's zero time (Go's year 1,
+// paid_at is before gateway.NoTimeBefore: an adapter's zero time (Go's year 1,
 // Unix's 1970) that means it does not know.
 func earlierOrders(st orderState, ref gateway.Ref, g gateway.Order) bool {
-	if g.PaidAt == nil || g.PaidAt.Before(noTimeBefore) || slices.Contains(ref.PaymentIDs, g.PaymentID) {
+	if g.PaidAt == nil || !gateway.Known(g.PaidAt.Time) || slices.Contains(ref.PaymentIDs, g.PaymentID) {
 		return false
 	}
 	return g.PaidAt.Before(st.CreatedAt.Add(-gateway.ClockSkew))
 }
-
-// noTimeBefore: a paid_at before it is no time the gateway took a payment.
-var noTimeBefore = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // confirmPayment calls ordertimeout.confirm_payment with the gateway's
 // amount and currency (either may be unknown: the database then takes the
@@ -323,7 +320,7 @@ func confirmPayment(ctx context.Context, db *pgxpool.Pool, orderID, paymentID st
 	// the order could have had it (OT178), also by the purge of an earlier
 	// order under the id, which the worker cannot see.
 	var at *time.Time
-	if paidAt != nil && paidAt.Err == nil && !paidAt.Before(noTimeBefore) {
+	if paidAt != nil && paidAt.Err == nil && gateway.Known(paidAt.Time) {
 		at = &paidAt.Time
 	}
 	err := db.QueryRow(ctx, "SELECT ordertimeout.confirm_payment($1, $2, $3::numeric, $4::text, $5::timestamptz)",

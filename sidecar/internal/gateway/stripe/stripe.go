@@ -998,15 +998,9 @@ func markEarlier(ps []payment, createdAt time.Time) {
 	}
 	before := createdAt.Add(-gateway.ClockSkew)
 	for i, p := range ps {
-		ps[i].earlier = known(p.created) && p.created.Before(before) ||
-			p.status == gateway.StatusPaid && p.paidAt != nil && known(p.paidAt.Time) && p.paidAt.Before(before)
+		ps[i].earlier = gateway.Known(p.created) && p.created.Before(before) ||
+			p.status == gateway.StatusPaid && p.paidAt != nil && gateway.Known(p.paidAt.Time) && p.paidAt.Before(before)
 	}
-}
-
-// known reports whether t is a moment Stripe gave: not zero, not before
-// 2000 (an answer's zero time, as gateway.Timestamp's readers take it).
-func known(t time.Time) bool {
-	return !t.IsZero() && t.Year() >= 2000
 }
 
 // ours is ps without the earlier orders' payments (markEarlier).
